@@ -50,18 +50,22 @@ func BenchmarkLocate(b *testing.B) {
 }
 
 // BenchmarkSet measures a full rebuild: each iteration alternates between N
-// and N+1 members so that every Set rebuilds.
+// and N+1 members so that every Set rebuilds. R is the ReplicationFactor.
 func BenchmarkSet(b *testing.B) {
-	for _, n := range []int{3, 10, 100} {
-		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
-			r := mustNew(b, DefaultConfig(), nil)
-			sets := [2][]string{names(n), names(n + 1)}
-			b.ReportAllocs()
-			for i := 0; b.Loop(); i++ {
-				if !r.Set(sets[i%2]) {
-					b.Fatal("Set did not rebuild")
+	for _, rf := range []int{20, 100} {
+		for _, n := range []int{3, 10, 100} {
+			b.Run(fmt.Sprintf("R=%d/members=%d", rf, n), func(b *testing.B) {
+				cfg := DefaultConfig()
+				cfg.ReplicationFactor = rf
+				r := mustNew(b, cfg, nil)
+				sets := [2][]string{names(n), names(n + 1)}
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					if !r.Set(sets[i%2]) {
+						b.Fatal("Set did not rebuild")
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }

@@ -110,13 +110,17 @@ func TestMovementNameSets(t *testing.T) {
 		{DefaultConfig(), 3, 2.5, 0.5},
 		{DefaultConfig(), 10, 2.5, 0.5},
 		{DefaultConfig(), 30, 2.5, 1},
+		// Trade-offs, for the Config documentation: a tighter Load moves
+		// more keys between remaining members, more ring points fewer.
+		{Config{PartitionCount: 1021, ReplicationFactor: 20, Load: 1.1}, 10, 2.5, 0.75},
+		{Config{PartitionCount: 1021, ReplicationFactor: 100, Load: 1.25}, 10, 2.5, 0.5},
 		// consistent's own default, for comparison: too few partitions
 		// for 30 members.
 		{Config{PartitionCount: 271, ReplicationFactor: 20, Load: 1.25}, 10, 2.5, 1},
 		{Config{PartitionCount: 271, ReplicationFactor: 20, Load: 1.25}, 30, 4, 2},
 	}
 	for _, tt := range tests {
-		name := fmt.Sprintf("P%d/%d↔%d", tt.cfg.PartitionCount, tt.n, tt.n+1)
+		name := fmt.Sprintf("P%d_R%d_L%v/%d↔%d", tt.cfg.PartitionCount, tt.cfg.ReplicationFactor, tt.cfg.Load, tt.n, tt.n+1)
 		t.Run(name, func(t *testing.T) {
 			// Every partition once: exact shares, not samples.
 			hashes = hashes[:0]
@@ -134,7 +138,7 @@ func TestMovementNameSets(t *testing.T) {
 				maxStayers = max(maxStayers, stayers)
 			}
 			id := 1 / float64(tt.n+1)
-			t.Logf("%-10s ideal %6.2f%%  moved mean %6.2f%% (%.2f×) max %6.2f%% (%.2f×)  between remaining mean %5.2f%% max %5.2f%%",
+			t.Logf("%-22s ideal %6.2f%%  moved mean %6.2f%% (%.2f×) max %6.2f%% (%.2f×)  between remaining mean %5.2f%% max %5.2f%%",
 				name, 100*id, 100*sumMoved/trials, sumMoved/trials/id, 100*maxMoved, maxMoved/id,
 				100*sumStayers/trials, 100*maxStayers)
 			if maxMoved > tt.maxMoved*id {
