@@ -446,12 +446,21 @@ type tenantSpec struct {
 	name         string
 	line         int
 	fromDefaults bool
+	explicitNone bool // "tenant: none"
 	valid        bool // set and well-formed
 	set          bool // present in the file, valid or not
 }
 
 func (d *decoder) tenant(n *yaml.Node, sc scope, field string) tenantSpec {
 	t := tenantSpec{line: line(n), set: true}
+	if n.Kind == yaml.ScalarNode && n.Value == "none" {
+		t.explicitNone, t.valid = true, true
+		return t
+	}
+	if n.Kind != yaml.MappingNode {
+		d.errorf(sc, line(n), field, "must be none or a mapping with one of fromPath, header, metadata, func; got %s", describe(n))
+		return t
+	}
 	m := d.mapping(n, sc, field, "fromPath", "header", "metadata", "func")
 	if m == nil {
 		return t
@@ -816,6 +825,13 @@ func (d *decoder) bindTenant(s *SLA, spec tenantSpec, sc scope) bool {
 	}
 	switch t.Kind {
 	case TenantNone:
+		if spec.explicitNone {
+			if s.NoTenant != NoTenantShared {
+				d.errorf(sc, errLine, field, "none%s with noTenant: reject would reject every request; set noTenant: shared for one bucket shared by all callers", where)
+				return false
+			}
+			break
+		}
 		if !s.IsGRPC() && len(s.Pattern.Names()) == 1 {
 			name := s.Pattern.Names()[0]
 			t = TenantSource{Kind: TenantPath, Name: name, Key: name, Index: 0, Inferred: true}
@@ -828,7 +844,7 @@ func (d *decoder) bindTenant(s *SLA, spec tenantSpec, sc scope) bool {
 		if !s.IsGRPC() && len(s.Pattern.Names()) > 1 {
 			hint = fmt.Sprintf("; the pattern has several variables (%s), so none is taken by default", strings.Join(s.Pattern.Names(), ", "))
 		}
-		d.errorf(sc, s.Line, field, "not set%s: set tenant ({fromPath: var}, {header: name}, {metadata: key} or {func: name}) here or in defaults, or noTenant: shared for one bucket shared by all callers", hint)
+		d.errorf(sc, s.Line, field, "not set%s: set tenant ({fromPath: var}, {header: name}, {metadata: key} or {func: name}) here or in defaults, or tenant: none with noTenant: shared for one bucket shared by all callers", hint)
 		return false
 	case TenantPath:
 		if s.IsGRPC() {
