@@ -1,0 +1,186 @@
+package counters
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Slot is the state of one window of one counter series on this instance.
+// It holds what the decision needs and what the sync protocol reports and
+// learns. All counts are in cost units.
+type Slot struct {
+	// Start is the window's start in Unix nanoseconds.
+	Start int64
+	// Own is this instance's cumulative admitted count in the window. It only
+	// grows, so an owner that keeps the largest Own per origin (a G-counter)
+	// never double counts a retried or duplicated report.
+	Own int64
+	// Acked is the largest Own the owner has acknowledged; Own - Acked is the
+	// part not yet reported.
+	Acked int64
+	// Global is the last global total the owner returned (it includes Acked),
+	// and GlobalAt when it arrived (Unix nanoseconds, 0 = never).
+	Global   int64
+	GlobalAt int64
+	// Demand is the cost offered (admitted and denied) since the last report.
+	Demand int64
+	// Granted is the owner's lease: the value Own may reach in this window.
+	// HasGrant says one arrived; GrantedAt when (Unix nanoseconds).
+	Granted   int64
+	HasGrant  bool
+	GrantedAt int64
+}
+
+// Unreported returns Own - Acked.
+func (s *Slot) Unreported() int64 { return s.Own - s.Acked }
+
+// Entry is one counter series (tenant, endpoint, method, period) in a Table,
+// with the slots of its current and previous windows. Its fields are guarded
+// by its own mutex; use Lock and Unlock (or the methods that take it) around
+// any access from outside a Take.
+type Entry struct {
+	mu sync.Mutex
+
+	key  uint64 // map key inside its shard (series hash, probed on collision)
+	hash uint64 // series hash
+
+	tenant, endpoint, method string
+	period                   int64
+
+	threshold int64
+	alg       Algorithm
+	cur, prev Slot
+	dead      bool // removed from the table; a Take that sees it retries
+
+	lastUsed  atomic.Int64 // Unix ns of the last Take, for eviction
+	expiresAt atomic.Int64 // Unix ns after which the entry is of no use
+}
+
+func (e *Entry) matches(l *Limit) bool {
+	return e.period == int64(l.Period) && e.tenant == l.Tenant &&
+		e.endpoint == l.Endpoint && e.method == l.Method
+}
+
+// roll moves the entry to the window holding now. A window that ended one
+// period ago becomes the previous one; older ones are dropped. A clock that
+// runs backwards (skew between callers) never rolls an entry back: such a
+// request is counted in the newest window.
+func (e *Entry) roll(now int64, grace int64) {
+	if now-e.cur.Start < e.period { // still in the current window (or skewed behind it): no division
+		return
+	}
+	start := WindowStart(now, e.period)
+	if start <= e.cur.Start {
+		return
+	}
+	if start == e.cur.Start+e.period {
+		e.prev = e.cur
+	} else {
+		e.prev = Slot{Start: start - e.period}
+	}
+	e.cur = Slot{Start: start}
+	e.expiresAt.Store(start + 2*e.period + grace)
+}
+
+// weight returns the share of the previous window still inside the sliding
+// period at now, in [0, 1]; 0 for fixed windows.
+func (e *Entry) weight(now int64) float64 {
+	if e.alg != Sliding {
+		return 0
+	}
+	elapsed := now - e.cur.Start
+	if elapsed < 0 || elapsed >= e.period {
+		return 0
+	}
+	return float64(e.period-elapsed) / float64(e.period)
+}
+
+func weighted(n int64, w float64) int64 {
+	if n <= 0 || w == 0 {
+		return 0
+	}
+	return int64(float64(n) * w)
+}
+
+// view builds the policy view of the entry at now. The entry must be locked
+// and rolled.
+func (e *Entry) view(now int64, cost int64, members, index int) View {
+	w := e.weight(now)
+	return View{
+		Threshold:  e.threshold,
+		Cost:       cost,
+		Members:    members,
+		Index:      index,
+		Hash:       e.hash,
+		Own:        e.cur.Own,
+		Acked:      e.cur.Acked,
+		Global:     e.cur.Global,
+		PrevGlobal: weighted(e.prev.Global+e.prev.Unreported(), w),
+		PrevOwn:    weighted(e.prev.Own, w),
+		Granted:    e.cur.Granted,
+		HasGrant:   e.cur.HasGrant,
+	}
+}
+
+// retryAfter estimates how long a denied request should wait for room in
+// this tier: for a fixed window, until the window ends; for a sliding one,
+// until enough of the previous window has slid out, if that happens before
+// the window ends.
+func (e *Entry) retryAfter(now int64, v View) time.Duration {
+	reset := e.cur.Start + e.period - now
+	if e.alg == Sliding && v.PrevGlobal > 0 {
+		curUsed := v.Global + v.Own - v.Acked
+		room := v.Threshold - curUsed - v.Cost
+		prevTotal := e.prev.Global + e.prev.Unreported()
+		if room >= 0 && prevTotal > 0 {
+			// prevTotal * (period - elapsed') / period <= room
+			need := int64(float64(e.period) * (1 - float64(room)/float64(prevTotal)))
+			if wait := e.cur.Start + need - now; wait < reset {
+				return time.Duration(max(wait, 0))
+			}
+		}
+	}
+	return time.Duration(reset)
+}
+
+// Identity returns the entry's series: tenant, endpoint, method and period.
+// It needs no lock: these never change.
+func (e *Entry) Identity() (tenant, endpoint, method string, period time.Duration) {
+	return e.tenant, e.endpoint, e.method, time.Duration(e.period)
+}
+
+// Hash returns the entry's series hash (the ring places the series by it).
+func (e *Entry) Hash() uint64 { return e.hash }
+
+// Lock locks the entry. Hold it only briefly: Takes wait on it.
+func (e *Entry) Lock() { e.mu.Lock() }
+
+// Unlock unlocks the entry.
+func (e *Entry) Unlock() { e.mu.Unlock() }
+
+// Current and Previous return the slots of the current and previous window.
+// The entry must be locked.
+func (e *Entry) Current() *Slot  { return &e.cur }
+func (e *Entry) Previous() *Slot { return &e.prev }
+
+// Slot returns the slot of the window starting at start, or nil if the
+// entry no longer (or not yet) holds it. The entry must be locked.
+func (e *Entry) Slot(start int64) *Slot {
+	switch start {
+	case e.cur.Start:
+		return &e.cur
+	case e.prev.Start:
+		return &e.prev
+	}
+	return nil
+}
+
+// Threshold and Algorithm return the tier settings last seen by a Take. The
+// entry must be locked.
+func (e *Entry) Threshold() int64     { return e.threshold }
+func (e *Entry) Algorithm() Algorithm { return e.alg }
+
+// Dead reports whether the entry was removed from its table. The entry must
+// be locked.
+func (e *Entry) Dead() bool { return e.dead }

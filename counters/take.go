@@ -1,0 +1,177 @@
+package counters
+
+import (
+	"time"
+)
+
+// Decision is the outcome of a Take.
+type Decision struct {
+	// Allowed says whether the request was admitted (and charged to every
+	// tier) or denied (and charged to none).
+	Allowed bool
+	// Tier is the index, in the limits passed to Take, of the tier the
+	// other fields describe: the denying tier with the longest wait when
+	// denied, else the tier with the least remaining. -1 when there were no
+	// limits.
+	Tier int
+	// Limit is that tier's threshold, Remaining what is left of it after this
+	// request, Reset the time until its window ends, and RetryAfter (only
+	// when denied) how long to wait before trying again.
+	Limit      int64
+	Remaining  int64
+	Reset      time.Duration
+	RetryAfter time.Duration
+}
+
+// Take decides one request of the given cost against all its limits at once
+// and, if every limit admits it, charges every one of them. A request that any
+// limit denies charges none: tiers are charged together or not at all. The
+// cost offered is recorded as demand in every series either way.
+//
+// Concurrent Takes never lose or double a count: the series involved are
+// locked together, in a fixed order, for the check and the charge. Two limits
+// of one request that name the same series are charged once.
+//
+// Take does no I/O and, once its series exist, no allocation. A cost of 0
+// reports the state without charging.
+func (t *Table) Take(now time.Time, limits []Limit, cost int64) (Decision, error) {
+	n := len(limits)
+	if n == 0 {
+		return Decision{Allowed: true, Tier: -1}, nil
+	}
+	if n > MaxLimits {
+		return Decision{Tier: -1}, ErrTooManyLimits
+	}
+	if cost < 0 {
+		return Decision{Tier: -1}, ErrBadCost
+	}
+	for i := range limits {
+		if limits[i].Period <= 0 || limits[i].Threshold < 0 {
+			return Decision{Tier: -1}, ErrBadLimit
+		}
+	}
+	nowNs := now.UnixNano()
+	if n == 1 {
+		return t.takeOne(nowNs, &limits[0], cost), nil
+	}
+
+	var ents [MaxLimits]*Entry
+	var order [MaxLimits]uint8
+	for {
+		for i := range limits {
+			ents[i] = t.lookup(&limits[i], limits[i].Hash(), nowNs)
+			order[i] = uint8(i)
+		}
+		// Lock in table-key order so that concurrent Takes over overlapping
+		// series cannot deadlock. Insertion sort: n is tiny.
+		for i := 1; i < n; i++ {
+			for j := i; j > 0 && ents[order[j]].key < ents[order[j-1]].key; j-- {
+				order[j], order[j-1] = order[j-1], order[j]
+			}
+		}
+		dead := false
+		for j := 0; j < n; j++ {
+			e := ents[order[j]]
+			if j > 0 && e == ents[order[j-1]] {
+				continue
+			}
+			e.mu.Lock()
+			dead = dead || e.dead
+		}
+		if !dead {
+			break
+		}
+		unlockAll(&ents, &order, n) // evicted under us: look the series up again
+	}
+
+	share := t.share.Load()
+	d := Decision{Allowed: true, Tier: -1}
+	for i := range limits {
+		ok, di := t.check(nowNs, &limits[i], ents[i], cost, share)
+		switch {
+		case !ok:
+			if d.Allowed || di.RetryAfter > d.RetryAfter {
+				d = di
+				d.Tier = i
+			}
+		case d.Allowed && (d.Tier < 0 || di.Remaining < d.Remaining):
+			d = di
+			d.Tier = i
+		}
+	}
+	for j := 0; j < n; j++ {
+		e := ents[order[j]]
+		if j > 0 && e == ents[order[j-1]] {
+			continue
+		}
+		e.charge(nowNs, cost, d.Allowed)
+	}
+	unlockAll(&ents, &order, n)
+	return d, nil
+}
+
+// takeOne is Take for a single limit, without the ordering machinery.
+func (t *Table) takeOne(nowNs int64, l *Limit, cost int64) Decision {
+	h := l.Hash()
+	for {
+		e := t.lookup(l, h, nowNs)
+		e.mu.Lock()
+		if e.dead {
+			e.mu.Unlock()
+			continue
+		}
+		ok, d := t.check(nowNs, l, e, cost, t.share.Load())
+		e.charge(nowNs, cost, ok)
+		e.mu.Unlock()
+		return d
+	}
+}
+
+// check rolls a locked entry to now and asks the policy about one limit.
+// The returned decision has Tier 0.
+func (t *Table) check(nowNs int64, l *Limit, e *Entry, cost int64, share uint64) (bool, Decision) {
+	e.roll(nowNs, t.grace)
+	e.threshold, e.alg = l.Threshold, l.Algorithm
+	v := e.view(nowNs, cost, int(share>>32), int(uint32(share)))
+	ok, rem := t.policy.Admit(v)
+	reset := time.Duration(e.cur.Start + e.period - nowNs)
+	if !ok {
+		return false, Decision{Limit: l.Threshold, Reset: reset, RetryAfter: e.retryAfter(nowNs, v)}
+	}
+	return true, Decision{Allowed: true, Limit: l.Threshold, Remaining: rem, Reset: reset}
+}
+
+// charge records the outcome of a decision in a locked entry: the cost is
+// demand either way, and admitted cost is added to the own count.
+func (e *Entry) charge(nowNs, cost int64, admitted bool) {
+	if admitted {
+		e.cur.Own += cost
+	}
+	e.cur.Demand += cost
+	// An atomic store is a locked instruction on amd64: refresh the eviction
+	// clock only when it has moved noticeably.
+	if nowNs-e.lastUsed.Load() > lastUsedResolution {
+		e.lastUsed.Store(nowNs)
+	}
+}
+
+// lastUsedResolution is how stale an entry's last-use time may be; eviction
+// only needs it roughly.
+const lastUsedResolution = int64(time.Millisecond)
+
+func unlockAll(ents *[MaxLimits]*Entry, order *[MaxLimits]uint8, n int) {
+	for j := 0; j < n; j++ {
+		e := ents[order[j]]
+		if j > 0 && e == ents[order[j-1]] {
+			continue
+		}
+		e.mu.Unlock()
+	}
+}
+
+// Allow is shorthand for Take(now, limits, 1) that reports only whether the
+// request was admitted.
+func (t *Table) Allow(now time.Time, limits ...Limit) bool {
+	d, err := t.Take(now, limits, 1)
+	return err == nil && d.Allowed
+}

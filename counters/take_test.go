@@ -1,0 +1,302 @@
+package counters
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+func newTable(t testing.TB, p Policy) *Table {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Policy = p
+	tb, err := NewTable(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+// base is a window boundary for every period used below.
+var base = time.Unix(1_700_000_000, 0)
+
+func at(d time.Duration) time.Time { return base.Add(d) }
+
+type step struct {
+	at        time.Duration
+	cost      int64
+	allowed   bool
+	remaining int64
+	reset     time.Duration
+	retry     time.Duration
+	tier      int
+}
+
+func runTimeline(t *testing.T, tb *Table, limits []Limit, steps []step) {
+	t.Helper()
+	for i, s := range steps {
+		d, err := tb.Take(at(s.at), limits, s.cost)
+		if err != nil {
+			t.Fatalf("t%d: %v", i, err)
+		}
+		want := Decision{Allowed: s.allowed, Tier: s.tier, Limit: limits[s.tier].Threshold, Remaining: s.remaining, Reset: s.reset, RetryAfter: s.retry}
+		if d != want {
+			t.Errorf("t%d (at %v, cost %d):\n got  %+v\n want %+v", i, s.at, s.cost, d, want)
+		}
+	}
+}
+
+func TestFixedWindowTimeline(t *testing.T) {
+	limits := []Limit{{Tenant: "org1", Endpoint: "/product/*", Method: "GET", Period: 10 * time.Second, Threshold: 3}}
+	runTimeline(t, newTable(t, Optimistic{}), limits, []step{
+		{at: 0, cost: 1, allowed: true, remaining: 2, reset: 10 * time.Second},
+		{at: 1 * time.Second, cost: 1, allowed: true, remaining: 1, reset: 9 * time.Second},
+		{at: 2 * time.Second, cost: 2, allowed: false, remaining: 0, reset: 8 * time.Second, retry: 8 * time.Second},
+		{at: 3 * time.Second, cost: 1, allowed: true, remaining: 0, reset: 7 * time.Second},
+		{at: 9999 * time.Millisecond, cost: 1, allowed: false, remaining: 0, reset: time.Millisecond, retry: time.Millisecond},
+		// A new window begins: the key changes by itself.
+		{at: 10 * time.Second, cost: 1, allowed: true, remaining: 2, reset: 10 * time.Second},
+		{at: 10 * time.Second, cost: 0, allowed: true, remaining: 2, reset: 10 * time.Second}, // cost 0 peeks
+		// Two windows later nothing is left over.
+		{at: 35 * time.Second, cost: 3, allowed: true, remaining: 0, reset: 5 * time.Second},
+	})
+}
+
+func TestSlidingWindowTimeline(t *testing.T) {
+	limits := []Limit{{Tenant: "org1", Endpoint: "/p", Method: "GET", Period: 10 * time.Second, Threshold: 10, Algorithm: Sliding}}
+	runTimeline(t, newTable(t, Optimistic{}), limits, []step{
+		{at: 1 * time.Second, cost: 8, allowed: true, remaining: 2, reset: 9 * time.Second},
+		// 25% into the next window the previous 8 weigh 75%: 6 used.
+		{at: 12500 * time.Millisecond, cost: 4, allowed: true, remaining: 0, reset: 7500 * time.Millisecond},
+		// 50% in: 8*0.5 + 4 = 8 used, so 3 do not fit; room for 1 more
+		// once 8*(1-x) <= 10-4-3 = 3, i.e. at x = 62.5%: 1.25 s from now.
+		{at: 15 * time.Second, cost: 3, allowed: false, remaining: 0, reset: 5 * time.Second, retry: 1250 * time.Millisecond},
+		{at: 15 * time.Second, cost: 2, allowed: true, remaining: 0, reset: 5 * time.Second},
+		// 90% in: 8*0.1 = 0.8 -> 0, plus 6 used: 4 remain.
+		{at: 19 * time.Second, cost: 1, allowed: true, remaining: 3, reset: time.Second},
+	})
+}
+
+func TestTiersChargedTogetherOrNotAtAll(t *testing.T) {
+	limits := []Limit{
+		{Tenant: "org1", Endpoint: "/p", Method: "GET", Period: 10 * time.Second, Threshold: 5},
+		{Tenant: "org1", Endpoint: "/p", Method: "GET", Period: time.Second, Threshold: 2},
+	}
+	tb := newTable(t, Optimistic{})
+	runTimeline(t, tb, limits, []step{
+		{at: 0, cost: 1, allowed: true, remaining: 1, reset: time.Second, tier: 1},
+		{at: 100 * time.Millisecond, cost: 1, allowed: true, remaining: 0, reset: 900 * time.Millisecond, tier: 1},
+		// The 1 s tier denies: the 10 s tier must not be charged.
+		{at: 200 * time.Millisecond, cost: 1, allowed: false, reset: 800 * time.Millisecond, retry: 800 * time.Millisecond, tier: 1},
+		{at: 300 * time.Millisecond, cost: 1, allowed: false, reset: 700 * time.Millisecond, retry: 700 * time.Millisecond, tier: 1},
+		{at: 1 * time.Second, cost: 2, allowed: true, remaining: 0, reset: time.Second, tier: 1},
+		// 4 of 5 used in the 10 s tier; the 1 s tier has room for 2, the 10 s
+		// tier for 1 only: denied by the 10 s tier, and the 1 s tier is not
+		// charged either.
+		{at: 2 * time.Second, cost: 2, allowed: false, reset: 8 * time.Second, retry: 8 * time.Second, tier: 0},
+		{at: 2 * time.Second, cost: 1, allowed: true, remaining: 0, reset: 8 * time.Second, tier: 0},
+	})
+	e := tb.Get("org1", "/p", "GET", 10*time.Second)
+	if e == nil || e.cur.Own != 5 {
+		t.Fatalf("10 s tier own count = %v, want 5 (denied requests must not be charged)", e.cur.Own)
+	}
+	e1 := tb.Get("org1", "/p", "GET", time.Second)
+	if e1.cur.Own != 1 || e1.cur.Demand != 3 {
+		t.Fatalf("1 s tier own=%d demand=%d, want own=1 demand=3", e1.cur.Own, e1.cur.Demand)
+	}
+}
+
+func TestTakeRejectsBadInput(t *testing.T) {
+	tb := newTable(t, Optimistic{})
+	ok := Limit{Tenant: "a", Period: time.Second, Threshold: 1}
+	for _, tc := range []struct {
+		name   string
+		limits []Limit
+		cost   int64
+		want   error
+	}{
+		{"negative cost", []Limit{ok}, -1, ErrBadCost},
+		{"zero period", []Limit{{Tenant: "a", Threshold: 1}}, 1, ErrBadLimit},
+		{"negative threshold", []Limit{{Tenant: "a", Period: time.Second, Threshold: -1}}, 1, ErrBadLimit},
+		{"too many", make([]Limit, MaxLimits+1), 1, ErrTooManyLimits},
+	} {
+		if _, err := tb.Take(base, tc.limits, tc.cost); err != tc.want {
+			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if d, err := tb.Take(base, nil, 1); err != nil || !d.Allowed || d.Tier != -1 {
+		t.Errorf("no limits: %+v, %v; want allowed", d, err)
+	}
+	if tb.Len() != 0 {
+		t.Errorf("rejected requests created %d series", tb.Len())
+	}
+}
+
+func TestDuplicateSeriesChargedOnce(t *testing.T) {
+	tb := newTable(t, Optimistic{})
+	l := Limit{Tenant: "a", Endpoint: "/p", Method: "GET", Period: time.Second, Threshold: 4}
+	for i := 0; i < 4; i++ {
+		if !tb.Allow(base, l, l) {
+			t.Fatalf("request %d denied", i)
+		}
+	}
+	if tb.Allow(base, l, l) {
+		t.Fatal("fifth request admitted")
+	}
+}
+
+func TestZeroThresholdDeniesEverything(t *testing.T) {
+	tb := newTable(t, Optimistic{})
+	if tb.Allow(base, Limit{Tenant: "a", Period: time.Second, Threshold: 0}) {
+		t.Fatal("threshold 0 admitted a request")
+	}
+}
+
+// TestConcurrentTakesExact runs many goroutines over overlapping series in
+// different orders: no count may be lost or doubled, and it must not deadlock.
+func TestConcurrentTakesExact(t *testing.T) {
+	tb := newTable(t, Optimistic{})
+	a := Limit{Tenant: "t", Endpoint: "/a", Method: "GET", Period: 10 * time.Second, Threshold: 5000}
+	b := Limit{Tenant: "t", Endpoint: "/b", Method: "GET", Period: 10 * time.Second, Threshold: 3000}
+	c := Limit{Tenant: "t", Endpoint: "/c", Method: "GET", Period: 10 * time.Second, Threshold: 1_000_000}
+	orders := [][]Limit{{a, b}, {b, a}, {a, c}, {c, b, a}}
+	const workers, each = 8, 2000
+	var mu sync.Mutex
+	admitted := map[string]int64{}
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			local := map[string]int64{}
+			for i := 0; i < each; i++ {
+				ls := orders[(w+i)%len(orders)]
+				if d, _ := tb.Take(at(time.Second), ls, 1); d.Allowed {
+					for _, l := range ls {
+						local[l.Endpoint]++
+					}
+				}
+			}
+			mu.Lock()
+			for k, v := range local {
+				admitted[k] += v
+			}
+			mu.Unlock()
+		}(w)
+	}
+	wg.Wait()
+	for _, l := range []Limit{a, b, c} {
+		e := tb.Get(l.Tenant, l.Endpoint, l.Method, l.Period)
+		if e.cur.Own != admitted[l.Endpoint] {
+			t.Errorf("%s: table own %d != admitted %d", l.Endpoint, e.cur.Own, admitted[l.Endpoint])
+		}
+		if e.cur.Own > l.Threshold {
+			t.Errorf("%s: own %d over threshold %d", l.Endpoint, e.cur.Own, l.Threshold)
+		}
+	}
+	// b is the scarce tier: it must be exactly exhausted.
+	if got := admitted["/b"]; got != 3000 {
+		t.Errorf("/b admitted %d, want exactly 3000", got)
+	}
+}
+
+func TestFloodOfDistinctKeysStaysAtCap(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxEntries = 100_000
+	tb, err := NewTable(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const flood = 1_000_000
+	limits := []Limit{{Endpoint: "/p", Method: "GET", Period: 10 * time.Second, Threshold: 10}}
+	buf := make([]byte, 0, 16)
+	for i := 0; i < flood; i++ {
+		buf = fmt.Appendf(buf[:0], "tenant-%d", i)
+		limits[0].Tenant = string(buf)
+		if !tb.Allow(at(time.Second), limits...) {
+			t.Fatalf("fresh tenant %d denied", i)
+		}
+		if i%100_000 == 0 && tb.Len() > cfg.MaxEntries {
+			t.Fatalf("after %d keys the table holds %d > cap %d", i, tb.Len(), cfg.MaxEntries)
+		}
+	}
+	st := tb.Stats()
+	if st.Entries != cfg.MaxEntries {
+		t.Errorf("entries = %d, want exactly the cap %d", st.Entries, cfg.MaxEntries)
+	}
+	if st.Evicted != flood-uint64(cfg.MaxEntries) {
+		t.Errorf("evicted = %d, want %d", st.Evicted, flood-cfg.MaxEntries)
+	}
+	// Every evicted series held one unreported request.
+	if st.EvictedUnreported != st.Evicted {
+		t.Errorf("evicted unreported = %d, want %d", st.EvictedUnreported, st.Evicted)
+	}
+}
+
+func TestEvictionPrefersExpiredThenOldest(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxEntries, cfg.Shards = 4, 1
+	tb, _ := NewTable(cfg)
+	l := func(tenant string) Limit {
+		return Limit{Tenant: tenant, Endpoint: "/p", Method: "GET", Period: time.Second, Threshold: 10}
+	}
+	tb.Allow(at(0), l("old"))
+	tb.Allow(at(5*time.Second), l("b"), l("c"), l("d"))
+	// "old" expired at 0 + 2 periods + 2 s grace = 4 s; at 5 s a new tenant
+	// takes its place even though it is not the only candidate.
+	tb.Allow(at(5*time.Second), l("e"))
+	if tb.Get("old", "/p", "GET", time.Second) != nil {
+		t.Error("expired series was kept while a live one was evicted")
+	}
+	if st := tb.Stats(); st.Expired != 1 || st.Evicted != 0 || st.Entries != 4 {
+		t.Errorf("stats = %+v, want 1 expired, 0 evicted, 4 entries", st)
+	}
+	tb.Allow(at(6*time.Second), l("b"), l("c"), l("e"))
+	tb.Allow(at(6*time.Second), l("f")) // full, none expired: LRU "d" goes
+	if tb.Get("d", "/p", "GET", time.Second) != nil {
+		t.Error("least recently used series was not the one evicted")
+	}
+}
+
+func TestSweepRemovesExpiredWindows(t *testing.T) {
+	tb := newTable(t, Optimistic{})
+	fixed := Limit{Tenant: "a", Endpoint: "/p", Method: "GET", Period: 10 * time.Second, Threshold: 10}
+	sliding := fixed
+	sliding.Tenant, sliding.Algorithm = "b", Sliding
+	tb.Allow(at(time.Second), fixed, sliding)
+	// A series keeps its previous window one period after it ends (sliding
+	// tiers weigh it, late sync answers land in it), then the grace: both
+	// series of window 0..10 s live until 10 + 10 + 2 = 22 s.
+	if n := tb.Sweep(at(22 * time.Second)); n != 0 {
+		t.Fatalf("swept %d series at 22 s, want 0", n)
+	}
+	if n := tb.Sweep(at(22*time.Second + 1)); n != 2 {
+		t.Fatalf("swept %d series after 22 s, want 2", n)
+	}
+	if tb.Len() != 0 || tb.Stats().Expired != 2 {
+		t.Fatalf("after sweep: %+v", tb.Stats())
+	}
+	// A swept series starts afresh.
+	if !tb.Allow(at(23*time.Second), fixed) {
+		t.Fatal("request after sweep denied")
+	}
+}
+
+func TestTakeDoesNotAllocate(t *testing.T) {
+	tb := newTable(t, Optimistic{})
+	limits := []Limit{
+		{Tenant: "org1", Endpoint: "/v1/organizations/{orgId}/product/*", Method: "GET", Period: 10 * time.Second, Threshold: 1 << 40},
+		{Tenant: "org1", Endpoint: "/v1/organizations/{orgId}/product/*", Method: "GET", Period: time.Second, Threshold: 1 << 40, Algorithm: Sliding},
+	}
+	now := at(time.Second)
+	tb.Take(now, limits, 1)
+	if n := testing.AllocsPerRun(1000, func() { tb.Take(now, limits, 1) }); n != 0 {
+		t.Fatalf("Take allocates %.1f times per call, want 0", n)
+	}
+	// Nor across a window boundary: series are reused, not recreated.
+	i := 0
+	if n := testing.AllocsPerRun(100, func() { i++; tb.Take(at(time.Duration(i)*10*time.Second), limits, 1) }); n != 0 {
+		t.Fatalf("Take allocates %.1f times per call across windows, want 0", n)
+	}
+}
