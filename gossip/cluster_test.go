@@ -1,0 +1,249 @@
+package gossip
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/peerlimit/peerlimit/internal/faultnet"
+)
+
+func TestClusterConverges(t *testing.T) {
+	for _, size := range []int{3, 5} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			nodes := startCluster(t, size, nil)
+			for _, n := range nodes {
+				snap := n.snapshot()
+				for _, m := range snap {
+					if m.GRPCAddr != grpcAddrOf(m.Name) || m.Proto != 3 {
+						t.Errorf("%s sees %s with gRPC %q proto %d, want %q proto 3",
+							n.name, m.Name, m.GRPCAddr, m.Proto, grpcAddrOf(m.Name))
+					}
+					if _, _, err := net.SplitHostPort(m.Addr); err != nil {
+						t.Errorf("%s sees %s at bad gossip address %q", n.name, m.Name, m.Addr)
+					}
+				}
+				if got := n.g.Members(); !slices.Equal(got, snap) {
+					t.Errorf("%s: Members() = %v, last snapshot %v", n.name, got, snap)
+				}
+				self := n.g.LocalMember()
+				if !slices.Contains(snap, self) {
+					t.Errorf("%s: LocalMember %+v not in its own snapshot", n.name, self)
+				}
+				if self.Addr != net.JoinHostPort("127.0.0.1", strconv.Itoa(n.g.Port())) || n.g.Port() == 0 {
+					t.Errorf("%s: Port() = %d, LocalMember.Addr = %s", n.name, n.g.Port(), self.Addr)
+				}
+			}
+		})
+	}
+}
+
+// detectRemoval stops victim (gracefully or not) and returns how long the
+// others took to report the cluster without it.
+func detectRemoval(t *testing.T, graceful bool) time.Duration {
+	nodes := startCluster(t, 3, nil)
+	victim, rest := nodes[2], nodes[:2]
+	start := time.Now()
+	if graceful {
+		if err := victim.g.Leave(time.Second); err != nil {
+			t.Fatalf("Leave: %v", err)
+		}
+	}
+	if err := victim.g.Shutdown(); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	waitConverged(t, rest, []string{"n0", "n1"}, 10*time.Second)
+	return time.Since(start)
+}
+
+func TestCrashDetected(t *testing.T) {
+	d := detectRemoval(t, false)
+	t.Logf("crash (Shutdown without Leave) noticed by both survivors after %v", d.Round(time.Millisecond))
+	if d > 5*time.Second {
+		t.Errorf("crash detection took %v, want < 5s with ProfileLocal", d)
+	}
+}
+
+func TestGracefulLeaveDetected(t *testing.T) {
+	d := detectRemoval(t, true)
+	t.Logf("graceful leave noticed by both survivors after %v", d.Round(time.Millisecond))
+	if d > 2*time.Second {
+		t.Errorf("graceful leave took %v to propagate, want < 2s", d)
+	}
+}
+
+func TestMetadataUpdatePropagates(t *testing.T) {
+	nodes := startCluster(t, 3, nil)
+	const moved = "127.0.0.1:29999"
+	if err := nodes[1].g.UpdateGRPCAddr(moved, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "every node to see n1's new gRPC address", func() bool {
+		for _, n := range nodes {
+			i := slices.IndexFunc(n.snapshot(), func(m Member) bool { return m.Name == "n1" })
+			if i < 0 || n.snapshot()[i].GRPCAddr != moved {
+				return false
+			}
+		}
+		return true
+	})
+	if got := nodes[1].g.LocalMember().GRPCAddr; got != moved {
+		t.Fatalf("LocalMember().GRPCAddr = %q", got)
+	}
+	if err := nodes[1].g.UpdateGRPCAddr("nonsense", time.Second); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("UpdateGRPCAddr(nonsense) = %v", err)
+	}
+}
+
+func TestPartitionHealsWithoutJoin(t *testing.T) {
+	tb := faultnet.New()
+	names := []string{"a", "b", "c"}
+	var nodes []*testNode
+	var seed string
+	for _, name := range names {
+		tr, addr := newFaultTransport(t, tb, name)
+		cfg := localConfig(name)
+		cfg.Transport = tr
+		if seed != "" {
+			cfg.Seeds = []string{seed}
+		} else {
+			seed = addr
+		}
+		nodes = append(nodes, startNode(t, cfg))
+	}
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	waitConverged(t, nodes, names, 15*time.Second)
+
+	start := time.Now()
+	tb.Cut([]string{"a", "b"}, []string{"c"})
+	waitFor(t, 10*time.Second, "each side to see only itself", func() bool {
+		return a.sees("a", "b") && b.sees("a", "b") && c.sees("c")
+	})
+	t.Logf("partition {a,b}|{c} detected on both sides after %v", time.Since(start).Round(time.Millisecond))
+
+	start = time.Now()
+	tb.Heal()
+	waitConverged(t, nodes, names, 15*time.Second)
+	t.Logf("after Heal, the rejoin loop merged the cluster in %v", time.Since(start).Round(time.Millisecond))
+}
+
+func TestSeedUnreachableAtStartIsNotFatal(t *testing.T) {
+	// Reserve a port, release it, and point b's seed at it: nobody listens.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	seed := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+
+	b := startNode(t, localConfig("b", seed))
+	waitFor(t, 5*time.Second, "b to report itself alone", func() bool { return b.sees("b") })
+
+	// Now the seed comes up (if the port was grabbed meanwhile, skip).
+	cfg := localConfig("a")
+	cfg.BindPort = port
+	g, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(context.Background()); err != nil {
+		t.Skipf("could not bind the reserved port again: %v", err)
+	}
+	t.Cleanup(func() { _ = g.Shutdown() })
+	waitFor(t, 10*time.Second, "the rejoin loop to join the seed that came up", func() bool {
+		return b.sees("a", "b")
+	})
+}
+
+func TestMalformedPeerMetadataIgnored(t *testing.T) {
+	good := startNode(t, localConfig("good"))
+
+	// A raw memberlist node publishing garbage metadata joins us.
+	mc := profileConfig(ProfileLocal)
+	mc.Name = "bad"
+	mc.BindAddr = "127.0.0.1"
+	mc.BindPort = 0
+	mc.Delegate = rawMeta{0xff, 0x00, 0x13}
+	mc.Logger = newMemberlistLogger(slog.New(slog.DiscardHandler))
+	bad, err := memberlist.Create(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bad.Shutdown() })
+	if _, err := bad.Join([]string{good.g.LocalMember().Addr}); err != nil {
+		t.Fatalf("raw join: %v", err)
+	}
+	waitFor(t, 5*time.Second, "a warning about the malformed metadata", func() bool {
+		return strings.Contains(good.logs.String(), "malformed metadata") &&
+			strings.Contains(good.logs.String(), "peer=bad")
+	})
+	if got := memberNames(good.g.Members()); !slices.Equal(got, []string{"good"}) {
+		t.Fatalf("Members() = %v; the malformed peer must be ignored", got)
+	}
+	if !good.sees("good") {
+		t.Fatalf("OnMembers reported %v", good.snapshot())
+	}
+	if n := strings.Count(good.logs.String(), "level=WARN msg=\"ignoring peer"); n != 1 {
+		t.Errorf("warned %d times about the same metadata, want once", n)
+	}
+}
+
+type rawMeta []byte
+
+func (r rawMeta) NodeMeta(int) []byte           { return r }
+func (rawMeta) NotifyMsg([]byte)                {}
+func (rawMeta) GetBroadcasts(int, int) [][]byte { return nil }
+func (rawMeta) LocalState(bool) []byte          { return nil }
+func (rawMeta) MergeRemoteState([]byte, bool)   {}
+
+func TestLifecycleErrors(t *testing.T) {
+	g, err := New(localConfig("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Join([]string{"127.0.0.1:1"}); !errors.Is(err, ErrNotStarted) {
+		t.Errorf("Join before Start = %v", err)
+	}
+	if err := g.Leave(time.Second); !errors.Is(err, ErrNotStarted) {
+		t.Errorf("Leave before Start = %v", err)
+	}
+	if g.Members() != nil || g.Port() != 0 || g.LocalMember().Name != "x" {
+		t.Errorf("before Start: Members %v, Port %d, LocalMember %+v", g.Members(), g.Port(), g.LocalMember())
+	}
+	if err := g.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(context.Background()); !errors.Is(err, ErrStarted) {
+		t.Errorf("second Start = %v", err)
+	}
+	if err := g.InstallKey(make([]byte, 16)); !errors.Is(err, ErrNoEncryption) {
+		t.Errorf("InstallKey without encryption = %v", err)
+	}
+	if err := g.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Shutdown(); err != nil {
+		t.Errorf("second Shutdown = %v", err)
+	}
+	if err := g.Leave(time.Second); !errors.Is(err, ErrClosed) {
+		t.Errorf("Leave after Shutdown = %v", err)
+	}
+	if err := g.Start(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Errorf("Start after Shutdown = %v", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	g2, _ := New(localConfig("y"))
+	if err := g2.Start(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Start with a cancelled context = %v", err)
+	}
+}

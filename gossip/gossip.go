@@ -1,0 +1,502 @@
+package gossip
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Sentinel errors.
+var (
+	// ErrNotStarted is returned by methods that need a running node.
+	ErrNotStarted = errors.New("gossip: not started")
+	// ErrStarted is returned by a second Start.
+	ErrStarted = errors.New("gossip: already started")
+	// ErrClosed is returned after Shutdown.
+	ErrClosed = errors.New("gossip: shut down")
+	// ErrNoEncryption is returned by key methods when the node was started
+	// without Config.SecretKeys.
+	ErrNoEncryption = errors.New("gossip: encryption not enabled")
+)
+
+const (
+	stateNew = iota
+	stateRunning
+	stateClosed
+)
+
+// maxBadMetaWarnings bounds the memory used to avoid repeating warnings
+// about the same malformed metadata.
+const maxBadMetaWarnings = 256
+
+// Gossip is one member of a memberlist cluster: it joins, tracks the alive
+// members with their gRPC address, reports membership snapshots to
+// Config.OnMembers, and keeps trying to rejoin lost members so that a healed
+// partition merges by itself.
+//
+// The zero value is not usable; use [New]. All methods are safe for
+// concurrent use. Lifecycle: New (no goroutines, no sockets), Start, then
+// optionally Leave, then Shutdown.
+type Gossip struct {
+	cfg    Config
+	log    *slog.Logger
+	now    func() time.Time
+	notify chan struct{} // one slot: a membership change happened
+	stop   chan struct{}
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex // serialises Start, Leave, Shutdown and key changes
+	state   int
+	keyring *memberlist.Keyring
+
+	ml atomic.Pointer[memberlist.Memberlist]
+
+	// Leaf mutexes: delegates take them under memberlist's lock, so they are
+	// never held while calling memberlist.
+	metaMu    sync.RWMutex
+	localMeta []byte
+
+	membersMu sync.RWMutex
+	members   map[string]Member // alive members by name, from events
+	self      Member
+
+	rejoinMu sync.Mutex
+	rejoin   *rejoinSet
+
+	warnMu sync.Mutex
+	warned map[string]string // node name -> metadata already warned about
+}
+
+// New validates cfg and returns a node that is not yet running: it opens no
+// socket and starts no goroutine.
+func New(cfg Config) (*Gossip, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return &Gossip{
+		cfg:       cfg,
+		log:       cfg.Logger.With("component", "gossip", "node", cfg.Name),
+		now:       time.Now,
+		notify:    make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+		localMeta: encodeMeta(meta{grpcAddr: cfg.GRPCAddr, proto: cfg.Proto}),
+		members:   make(map[string]Member),
+		rejoin:    newRejoinSet(cfg.RejoinMax, cfg.RejoinForget),
+		warned:    make(map[string]string),
+	}, nil
+}
+
+// Start opens the gossip listeners, joins the seeds, and starts the
+// membership dispatcher and the rejoin loop. A seed that cannot be reached
+// is logged, not returned: the rejoin loop keeps trying it.
+//
+// Start waits for the first join attempt. Each unreachable seed may cost up
+// to the profile's TCP timeout (1 s local, 10 s LAN); if ctx ends first,
+// Start shuts the node down and returns ctx's error.
+func (g *Gossip) Start(ctx context.Context) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch g.state {
+	case stateRunning:
+		return ErrStarted
+	case stateClosed:
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("gossip: start: %w", err)
+	}
+
+	mc := profileConfig(g.cfg.Profile)
+	mc.Name = g.cfg.Name
+	mc.Delegate = metaDelegate{g}
+	mc.Events = events{g}
+	mc.Alive = aliveFilter{g}
+	mc.Logger = newMemberlistLogger(g.cfg.Logger)
+	mc.Label = g.cfg.Label
+	transport := g.cfg.Transport
+	if transport == nil {
+		nt, err := newNetTransport(g.cfg.BindAddr, g.cfg.BindPort, mc.Logger)
+		if err != nil {
+			return err
+		}
+		transport = nt
+		mc.BindAddr = g.cfg.BindAddr
+		mc.BindPort = nt.GetAutoBindPort()
+	}
+	mc.Transport = transport
+	mc.AdvertiseAddr = g.cfg.AdvertiseAddr
+	mc.AdvertisePort = g.cfg.AdvertisePort
+	if g.cfg.AdvertiseAddr != "" && g.cfg.AdvertisePort == 0 {
+		mc.AdvertisePort = mc.BindPort
+	}
+	if len(g.cfg.SecretKeys) > 0 {
+		kr, err := memberlist.NewKeyring(g.cfg.SecretKeys, g.cfg.SecretKeys[0])
+		if err != nil {
+			_ = transport.Shutdown()
+			return fmt.Errorf("gossip: keyring: %w", err)
+		}
+		mc.Keyring = kr
+		mc.GossipVerifyIncoming = true
+		mc.GossipVerifyOutgoing = true
+		g.keyring = kr
+	}
+
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		_ = transport.Shutdown()
+		return fmt.Errorf("gossip: create memberlist: %w", err)
+	}
+	g.ml.Store(ml)
+	g.membersMu.Lock()
+	g.self = g.members[g.cfg.Name] // NotifyJoin(self) ran inside Create
+	g.membersMu.Unlock()
+	g.state = stateRunning
+
+	first := make(chan struct{})
+	g.wg.Add(2)
+	go g.dispatch()
+	go g.rejoinLoop(first)
+	select {
+	case <-first:
+		return nil
+	case <-ctx.Done():
+		g.shutdownLocked()
+		return fmt.Errorf("gossip: start: initial join: %w", ctx.Err())
+	}
+}
+
+// newNetTransport binds UDP and TCP on the same port. With port 0 the OS
+// picks a TCP port that may be taken for UDP, so retry a few times, as
+// memberlist itself does.
+func newNetTransport(addr string, port int, logger *log.Logger) (*memberlist.NetTransport, error) {
+	tries := 1
+	if port == 0 {
+		tries = 10
+	}
+	var err error
+	for range tries {
+		var nt *memberlist.NetTransport
+		nt, err = memberlist.NewNetTransport(&memberlist.NetTransportConfig{
+			BindAddrs: []string{addr},
+			BindPort:  port,
+			Logger:    logger,
+		})
+		if err == nil {
+			return nt, nil
+		}
+	}
+	return nil, fmt.Errorf("gossip: listen on %s port %d: %w", addr, port, err)
+}
+
+// Port returns the gossip port this node listens on (the OS-chosen one when
+// Config.BindPort was 0), or 0 before Start.
+func (g *Gossip) Port() int {
+	_, p, err := net.SplitHostPort(g.LocalMember().Addr)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// LocalMember returns this node as peers see it. Before Start, Addr is "".
+func (g *Gossip) LocalMember() Member {
+	g.membersMu.RLock()
+	defer g.membersMu.RUnlock()
+	if g.self.Name != "" {
+		return g.self
+	}
+	return Member{Name: g.cfg.Name, GRPCAddr: g.cfg.GRPCAddr, Proto: g.cfg.Proto}
+}
+
+// Members returns the alive members, self included, sorted by name. Members
+// whose metadata is malformed are never included. Before Start it returns
+// nil.
+func (g *Gossip) Members() []Member {
+	g.membersMu.RLock()
+	out := make([]Member, 0, len(g.members))
+	for _, m := range g.members {
+		out = append(out, m)
+	}
+	g.membersMu.RUnlock()
+	if len(out) == 0 {
+		return nil
+	}
+	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Join joins the given gossip addresses now and reports how many were
+// contacted. It is rarely needed: Start joins Config.Seeds and the rejoin
+// loop retries them.
+func (g *Gossip) Join(addrs []string) (int, error) {
+	ml, err := g.running()
+	if err != nil {
+		return 0, err
+	}
+	n, err := ml.Join(addrs)
+	if err != nil {
+		return n, fmt.Errorf("gossip: join %v: %w", addrs, err)
+	}
+	return n, nil
+}
+
+// UpdateGRPCAddr publishes a new gRPC address for this node and waits up to
+// timeout for the update to be broadcast (if there is anyone to tell).
+func (g *Gossip) UpdateGRPCAddr(addr string, timeout time.Duration) error {
+	if err := checkHostPort(addr); err != nil || len(addr) > maxGRPCAddrLen {
+		return fmt.Errorf("gossip: update gRPC address %q: %w", addr, ErrInvalidConfig)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ml, err := g.running()
+	if err != nil {
+		return err
+	}
+	g.metaMu.Lock()
+	g.localMeta = encodeMeta(meta{grpcAddr: addr, proto: g.cfg.Proto})
+	g.metaMu.Unlock()
+	if err := ml.UpdateNode(timeout); err != nil {
+		return fmt.Errorf("gossip: update gRPC address: %w", err)
+	}
+	return nil
+}
+
+// Leave broadcasts that this node is leaving and waits up to timeout for
+// the broadcast to go out. The node keeps running until Shutdown; peers
+// remove it at once instead of after a failure timeout.
+func (g *Gossip) Leave(timeout time.Duration) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ml, err := g.running()
+	if err != nil {
+		return err
+	}
+	if err := ml.Leave(timeout); err != nil {
+		return fmt.Errorf("gossip: leave: %w", err)
+	}
+	return nil
+}
+
+// Shutdown stops the rejoin loop and the dispatcher and closes the
+// listeners, without telling peers (call Leave first for a graceful exit;
+// without it peers detect a failure). No OnMembers call is running or will
+// start once Shutdown returns. It is safe to call more than once, and
+// before Start. It must not be called from OnMembers.
+func (g *Gossip) Shutdown() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.shutdownLocked()
+}
+
+func (g *Gossip) shutdownLocked() error {
+	prev := g.state
+	g.state = stateClosed
+	if prev != stateRunning {
+		return nil
+	}
+	close(g.stop)
+	var err error
+	if ml := g.ml.Load(); ml != nil {
+		if e := ml.Shutdown(); e != nil {
+			err = fmt.Errorf("gossip: shutdown: %w", e)
+		}
+	}
+	g.wg.Wait()
+	return err
+}
+
+// running returns the memberlist if the node is running.
+func (g *Gossip) running() (*memberlist.Memberlist, error) {
+	ml := g.ml.Load()
+	if ml == nil {
+		return nil, ErrNotStarted
+	}
+	select {
+	case <-g.stop:
+		return nil, ErrClosed
+	default:
+	}
+	return ml, nil
+}
+
+// InstallKey adds key (16, 24 or 32 bytes) to the keyring: it decrypts from
+// now on but does not encrypt. Rotation: InstallKey on every node, then
+// UseKey on every node, then RemoveKey(old) on every node.
+func (g *Gossip) InstallKey(key []byte) error {
+	return g.withKeyring("install key", func(kr *memberlist.Keyring) error {
+		return kr.AddKey(append([]byte(nil), key...))
+	})
+}
+
+// UseKey makes an installed key the primary (encrypting) key. Every peer
+// must have installed it first, or they stop understanding this node.
+func (g *Gossip) UseKey(key []byte) error {
+	return g.withKeyring("use key", func(kr *memberlist.Keyring) error { return kr.UseKey(key) })
+}
+
+// RemoveKey removes a key that is not the primary key.
+func (g *Gossip) RemoveKey(key []byte) error {
+	return g.withKeyring("remove key", func(kr *memberlist.Keyring) error { return kr.RemoveKey(key) })
+}
+
+// Keys returns copies of the installed keys, primary first.
+func (g *Gossip) Keys() [][]byte {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.keyring == nil {
+		return nil
+	}
+	return g.keyring.GetKeys()
+}
+
+func (g *Gossip) withKeyring(op string, f func(*memberlist.Keyring) error) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, err := g.running(); err != nil {
+		return err
+	}
+	if g.keyring == nil {
+		return ErrNoEncryption
+	}
+	if err := f(g.keyring); err != nil {
+		return fmt.Errorf("gossip: %s: %w", op, err)
+	}
+	return nil
+}
+
+// signal records that membership changed; it never blocks. Several changes
+// before the dispatcher runs coalesce into one snapshot.
+func (g *Gossip) signal() {
+	select {
+	case g.notify <- struct{}{}:
+	default:
+	}
+}
+
+// upsert records an alive member from a memberlist node (called by the
+// event delegate under memberlist's lock; the node is copied).
+func (g *Gossip) upsert(n *memberlist.Node) {
+	md, err := decodeMeta(n.Meta)
+	g.membersMu.Lock()
+	defer g.membersMu.Unlock()
+	if err != nil { // the alive filter should have stopped it; be safe
+		delete(g.members, n.Name)
+		return
+	}
+	m := Member{Name: n.Name, Addr: n.Address(), GRPCAddr: md.grpcAddr, Proto: md.proto}
+	g.members[n.Name] = m
+	if n.Name == g.cfg.Name {
+		g.self = m
+	}
+}
+
+// warnBadMeta logs a warning once per node and metadata value.
+func (g *Gossip) warnBadMeta(name, addr string, md []byte, err error) {
+	g.warnMu.Lock()
+	seen := g.warned[name] == string(md)
+	if !seen {
+		if len(g.warned) >= maxBadMetaWarnings {
+			clear(g.warned)
+		}
+		g.warned[name] = string(md)
+	}
+	g.warnMu.Unlock()
+	level := slog.LevelWarn
+	if seen {
+		level = slog.LevelDebug
+	}
+	g.log.Log(context.Background(), level, "ignoring peer with malformed metadata",
+		"peer", name, "addr", addr, "meta_len", len(md), "err", err)
+}
+
+// dispatch delivers membership snapshots to OnMembers, one at a time.
+func (g *Gossip) dispatch() {
+	defer g.wg.Done()
+	var last []Member
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-g.notify:
+		}
+		snap := g.Members()
+		if slices.Equal(snap, last) {
+			continue
+		}
+		last = snap
+		g.log.Debug("membership changed", "members", len(snap))
+		if g.cfg.OnMembers != nil {
+			g.cfg.OnMembers(slices.Clone(snap))
+		}
+	}
+}
+
+// rejoinLoop joins the seeds at once (then closes first), and every
+// RejoinInterval joins the seeds and remembered failed members that are not
+// alive members.
+func (g *Gossip) rejoinLoop(first chan<- struct{}) {
+	defer g.wg.Done()
+	g.rejoinStep(true)
+	close(first)
+	t := time.NewTicker(g.cfg.RejoinInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-t.C:
+			g.rejoinStep(false)
+		}
+	}
+}
+
+// rejoinTargets returns the addresses the rejoin loop should join now.
+func (g *Gossip) rejoinTargets(now time.Time) []string {
+	alive := make(map[string]bool)
+	for _, m := range g.Members() {
+		alive[m.Addr] = true
+	}
+	self := g.LocalMember().Addr
+	g.rejoinMu.Lock()
+	defer g.rejoinMu.Unlock()
+	return g.rejoin.targets(now, g.cfg.Seeds, self, alive)
+}
+
+// rejoinStep makes one join attempt. initial only changes how loudly a
+// failure is logged.
+func (g *Gossip) rejoinStep(initial bool) {
+	ml := g.ml.Load()
+	targets := g.rejoinTargets(g.now())
+	if len(targets) == 0 {
+		return
+	}
+	select {
+	case <-g.stop:
+		return
+	default:
+	}
+	n, err := ml.Join(targets)
+	switch {
+	case n > 0 && !initial:
+		g.log.Info("rejoined", "contacted", n, "targets", targets)
+	case n > 0:
+		g.log.Debug("joined", "contacted", n, "targets", targets)
+	case initial:
+		g.log.Warn("no seed reachable; the rejoin loop keeps trying", "seeds", targets, "err", err)
+	default:
+		g.log.Debug("rejoin attempt failed", "targets", targets, "err", err)
+	}
+}

@@ -1,0 +1,44 @@
+package gossip
+
+import (
+	"context"
+	"log"
+	"log/slog"
+	"strings"
+)
+
+// slogWriter turns memberlist's "[LEVEL] memberlist: message" lines into
+// slog records at the matching level, so memberlist needs no logger of its
+// own and nothing is printed to stderr behind the caller's back.
+type slogWriter struct{ l *slog.Logger }
+
+func newMemberlistLogger(l *slog.Logger) *log.Logger {
+	return log.New(slogWriter{l.With("component", "memberlist")}, "", 0)
+}
+
+var levelPrefixes = []struct {
+	prefix string
+	level  slog.Level
+}{
+	{"[DEBUG]", slog.LevelDebug},
+	{"[INFO]", slog.LevelInfo},
+	{"[WARN]", slog.LevelWarn},
+	{"[ERR]", slog.LevelError},
+	{"[ERROR]", slog.LevelError},
+}
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	level := slog.LevelInfo
+	for _, lp := range levelPrefixes {
+		if rest, ok := strings.CutPrefix(line, lp.prefix); ok {
+			line, level = strings.TrimSpace(rest), lp.level
+			break
+		}
+	}
+	ctx := context.Background()
+	if w.l.Enabled(ctx, level) {
+		w.l.Log(ctx, level, strings.TrimPrefix(line, "memberlist: "))
+	}
+	return len(p), nil
+}
