@@ -62,8 +62,8 @@ type Config struct {
 	// move more keys between members that stayed when membership changes (a
 	// partition whose ring successor is full spills to the next member): at
 	// 10↔11 members, 2.55% of keys on average at 1.1 against 1.08% at 1.25.
-	// Below 1.1 the headroom is too small to be useful; consistent panics
-	// below 1.
+	// Below 1.1 the headroom is too small to be useful; below 1 consistent
+	// can run out of room and panic.
 	Load float64
 }
 
