@@ -142,10 +142,10 @@ func (d *decoder) parse(data []byte) *Limits {
 	}
 	root = resolve(root)
 	if isNull(root) {
-		d.errorf(fileScope, root.Line, "", "file is empty (expected a mapping with \"slas\")")
+		d.errorf(fileScope, 0, "", "file is empty (expected a mapping with \"slas\")")
 		return l
 	}
-	top := d.mapping(root, fileScope, "", "defaults", "slas")
+	top, unknown := d.mapping(root, fileScope, "", "defaults", "slas")
 	if top == nil {
 		return l
 	}
@@ -155,7 +155,9 @@ func (d *decoder) parse(data []byte) *Limits {
 	}
 	kv, ok := top["slas"]
 	if !ok {
-		d.errorf(fileScope, root.Line, "slas", "required: the list of SLAs")
+		if !unknown {
+			d.errorf(fileScope, root.Line, "slas", "required: the list of SLAs")
+		}
 		return l
 	}
 	items := d.seq(kv.val, fileScope, "slas")
@@ -220,18 +222,20 @@ type kv struct {
 // mapping checks that n is a mapping whose keys are all in known, each at
 // most once, and returns the (alias-resolved) values by key. Keys whose value
 // is null ("field:" with nothing after it) count as absent. Returns nil if n
-// is not a mapping.
-func (d *decoder) mapping(n *yaml.Node, sc scope, field string, known ...string) map[string]kv {
+// is not a mapping. unknown reports unknown keys: callers then skip
+// "required" errors, as the unknown key is most likely the required one
+// misspelt.
+func (d *decoder) mapping(n *yaml.Node, sc scope, field string, known ...string) (out map[string]kv, unknown bool) {
 	n = resolve(n)
 	if n == nil || n.Kind != yaml.MappingNode {
 		d.errorf(sc, line(n), field, "must be a mapping, got %s", describe(n))
-		return nil
+		return nil, false
 	}
 	prefix := field
 	if prefix != "" {
 		prefix += "."
 	}
-	out := make(map[string]kv, len(n.Content)/2)
+	out = make(map[string]kv, len(n.Content)/2)
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
@@ -246,6 +250,7 @@ func (d *decoder) mapping(n *yaml.Node, sc scope, field string, known ...string)
 		}
 		if !slices.Contains(known, name) {
 			d.errorf(sc, k.Line, prefix+name, "unknown field (known fields: %s)", strings.Join(known, ", "))
+			unknown = true
 			continue
 		}
 		if first, dup := seen[name]; dup {
@@ -258,7 +263,7 @@ func (d *decoder) mapping(n *yaml.Node, sc scope, field string, known ...string)
 		}
 		out[name] = kv{key: k, val: v}
 	}
-	return out
+	return out, unknown
 }
 
 func line(n *yaml.Node) int {
@@ -394,7 +399,7 @@ type defaults struct {
 func (d *decoder) defaults(n *yaml.Node) defaults {
 	defs := defaults{cost: 1}
 	sc := fileScope
-	m := d.mapping(n, sc, "defaults", "tenant", "noTenant", "shadow", "cost", "algorithm")
+	m, _ := d.mapping(n, sc, "defaults", "tenant", "noTenant", "shadow", "cost", "algorithm")
 	if m == nil {
 		return defs
 	}
@@ -461,11 +466,14 @@ func (d *decoder) tenant(n *yaml.Node, sc scope, field string) tenantSpec {
 		d.errorf(sc, line(n), field, "must be none or a mapping with one of fromPath, header, metadata, func; got %s", describe(n))
 		return t
 	}
-	m := d.mapping(n, sc, field, "fromPath", "header", "metadata", "func")
+	m, unknown := d.mapping(n, sc, field, "fromPath", "header", "metadata", "func")
 	if m == nil {
 		return t
 	}
 	if len(m) != 1 {
+		if unknown && len(m) == 0 {
+			return t
+		}
 		d.errorf(sc, line(n), field, "set exactly one of fromPath, header, metadata, func; got %d", len(m))
 		return t
 	}
@@ -594,8 +602,8 @@ func validID(s string) bool {
 func (d *decoder) sla(n *yaml.Node, idx int, defs *defaults, ids map[string]int) (SLA, bool) {
 	before := len(d.errs)
 	s := SLA{Line: line(n), Enabled: true, Cost: defs.cost, NoTenant: defs.noTenant, Shadow: defs.shadow}
-	sc := scope{idx: idx}
-	m := d.mapping(n, sc, "", "id", "description", "enabled", "match", "tenant", "noTenant", "shadow", "cost", "tiers", "overrides")
+	sc := scope{idx: idx, sla: peekID(n)}
+	m, unknown := d.mapping(n, sc, "", "id", "description", "enabled", "match", "tenant", "noTenant", "shadow", "cost", "tiers", "overrides")
 	if m == nil {
 		return s, false
 	}
@@ -617,7 +625,7 @@ func (d *decoder) sla(n *yaml.Node, idx int, defs *defaults, ids map[string]int)
 			}
 			s.ID = id
 		}
-	} else {
+	} else if !unknown {
 		d.errorf(sc, s.Line, "id", "required")
 	}
 	if kv, ok := m["description"]; ok {
@@ -653,12 +661,12 @@ func (d *decoder) sla(n *yaml.Node, idx int, defs *defaults, ids map[string]int)
 	matchOK := false
 	if kv, ok := m["match"]; ok {
 		matchOK = d.match(kv.val, sc, &s)
-	} else {
+	} else if !unknown {
 		d.errorf(sc, s.Line, "match", "required (pathPattern for HTTP, or grpcMethods for gRPC)")
 	}
 	if kv, ok := m["tiers"]; ok {
 		s.Tiers = d.tiers(kv.val, sc, "tiers", defs.algorithm)
-	} else {
+	} else if !unknown {
 		d.errorf(sc, s.Line, "tiers", "required: at least one {period, threshold}")
 	}
 
@@ -676,10 +684,26 @@ func (d *decoder) sla(n *yaml.Node, idx int, defs *defaults, ids map[string]int)
 	return s, len(d.errs) == before
 }
 
+// peekID returns the id of an SLA mapping if it is a non-empty scalar, so
+// that errors about keys found before it can name the SLA.
+func peekID(n *yaml.Node) string {
+	n = resolve(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return ""
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
+		if k != nil && k.Kind == yaml.ScalarNode && k.Value == "id" && v != nil && v.Kind == yaml.ScalarNode && !isNull(v) {
+			return v.Value
+		}
+	}
+	return ""
+}
+
 // match decodes the match block into s. It reports whether s has a usable
 // matcher.
 func (d *decoder) match(n *yaml.Node, sc scope, s *SLA) bool {
-	m := d.mapping(n, sc, "match", "methods", "pathPattern", "grpcMethods")
+	m, unknown := d.mapping(n, sc, "match", "methods", "pathPattern", "grpcMethods")
 	if m == nil {
 		return false
 	}
@@ -691,6 +715,9 @@ func (d *decoder) match(n *yaml.Node, sc scope, s *SLA) bool {
 		d.errorf(sc, gm.key.Line, "grpcMethods", "an SLA is either HTTP (pathPattern) or gRPC (grpcMethods), not both")
 		return false
 	case !hasPath && !hasGRPC:
+		if unknown {
+			return false
+		}
 		d.errorf(sc, line(n), "", "pathPattern (HTTP) or grpcMethods (gRPC) is required")
 		return false
 	case hasGRPC:
@@ -893,7 +920,7 @@ func (d *decoder) tiers(n *yaml.Node, sc scope, field string, defAlg Algorithm) 
 	periods := map[time.Duration]int{} // period -> tier index
 	for i, it := range items {
 		f := fmt.Sprintf("%s[%d]", field, i)
-		m := d.mapping(it, sc, f, "period", "threshold", "algorithm")
+		m, unknown := d.mapping(it, sc, f, "period", "threshold", "algorithm")
 		if m == nil {
 			continue
 		}
@@ -911,7 +938,9 @@ func (d *decoder) tiers(n *yaml.Node, sc scope, field string, defAlg Algorithm) 
 			}
 			t.Period, ok = p, ok && pok
 		} else {
-			d.errorf(sc, it.Line, f+".period", "required")
+			if !unknown {
+				d.errorf(sc, it.Line, f+".period", "required")
+			}
 			ok = false
 		}
 		if kv, has := m["threshold"]; has {
@@ -928,7 +957,9 @@ func (d *decoder) tiers(n *yaml.Node, sc scope, field string, defAlg Algorithm) 
 			}
 			t.Threshold = v
 		} else {
-			d.errorf(sc, it.Line, f+".threshold", "required")
+			if !unknown {
+				d.errorf(sc, it.Line, f+".threshold", "required")
+			}
 			ok = false
 		}
 		if kv, has := m["algorithm"]; has {
@@ -997,7 +1028,7 @@ func (d *decoder) overrides(n *yaml.Node, sc scope, s *SLA, defAlg Algorithm, te
 	tenants := map[string]int{} // tenant -> line
 	for i, it := range items {
 		f := fmt.Sprintf("overrides[%d]", i)
-		m := d.mapping(it, sc, f, "tenants", "tiers")
+		m, unknown := d.mapping(it, sc, f, "tenants", "tiers")
 		if m == nil {
 			continue
 		}
@@ -1027,13 +1058,13 @@ func (d *decoder) overrides(n *yaml.Node, sc scope, s *SLA, defAlg Algorithm, te
 					names = append(names, name)
 				}
 			}
-		} else {
+		} else if !unknown {
 			d.errorf(sc, it.Line, f+".tenants", "required: the tenants this override applies to")
 		}
 		var tiers []Tier
 		if kv, ok := m["tiers"]; ok {
 			tiers = d.tiers(kv.val, sc, f+".tiers", defAlg)
-		} else {
+		} else if !unknown {
 			d.errorf(sc, it.Line, f+".tiers", "required: the tiers that replace the SLA's tiers for these tenants")
 		}
 		if len(tiers) == 0 {
