@@ -102,15 +102,21 @@ func TestMetadataUpdatePropagates(t *testing.T) {
 	}
 }
 
-func TestPartitionHealsWithoutJoin(t *testing.T) {
-	tb := faultnet.New()
-	names := []string{"a", "b", "c"}
+// startFaultCluster starts nodes over faultnet-wrapped transports, all
+// seeded with the first, and waits for them to converge.
+func startFaultCluster(t *testing.T, tb *faultnet.Table, names []string) []*testNode {
+	t.Helper()
 	var nodes []*testNode
 	var seed string
 	for _, name := range names {
 		tr, addr := newFaultTransport(t, tb, name)
 		cfg := localConfig(name)
 		cfg.Transport = tr
+		// memberlist keeps gossiping to a dead node for GossipToTheDeadTime
+		// (5 s in ProfileLocal) and so heals a short partition by itself.
+		// Zero makes every partition look like a long one: dead nodes are
+		// forgotten at once, and only the rejoin loop can merge the sides.
+		cfg.tuneMemberlist = func(mc *memberlist.Config) { mc.GossipToTheDeadTime = 0 }
 		if seed != "" {
 			cfg.Seeds = []string{seed}
 		} else {
@@ -118,8 +124,15 @@ func TestPartitionHealsWithoutJoin(t *testing.T) {
 		}
 		nodes = append(nodes, startNode(t, cfg))
 	}
-	a, b, c := nodes[0], nodes[1], nodes[2]
 	waitConverged(t, nodes, names, 15*time.Second)
+	return nodes
+}
+
+func TestPartitionHealsWithoutJoin(t *testing.T) {
+	tb := faultnet.New()
+	names := []string{"a", "b", "c"}
+	nodes := startFaultCluster(t, tb, names)
+	a, b, c := nodes[0], nodes[1], nodes[2]
 
 	start := time.Now()
 	tb.Cut([]string{"a", "b"}, []string{"c"})
@@ -132,6 +145,27 @@ func TestPartitionHealsWithoutJoin(t *testing.T) {
 	tb.Heal()
 	waitConverged(t, nodes, names, 15*time.Second)
 	t.Logf("after Heal, the rejoin loop merged the cluster in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// With the only seed gone, a partition heals through the remembered
+// addresses of failed members.
+func TestPartitionHealsWithoutSeed(t *testing.T) {
+	tb := faultnet.New()
+	nodes := startFaultCluster(t, tb, []string{"a", "b", "c"})
+	b, c := nodes[1], nodes[2]
+	if err := nodes[0].g.Shutdown(); err != nil { // the seed crashes for good
+		t.Fatal(err)
+	}
+	waitConverged(t, nodes[1:], []string{"b", "c"}, 10*time.Second)
+
+	tb.Cut([]string{"b"}, []string{"c"})
+	waitFor(t, 10*time.Second, "b and c to see only themselves", func() bool {
+		return b.sees("b") && c.sees("c")
+	})
+	start := time.Now()
+	tb.Heal()
+	waitConverged(t, nodes[1:], []string{"b", "c"}, 15*time.Second)
+	t.Logf("without a live seed, the rejoin loop merged b and c in %v", time.Since(start).Round(time.Millisecond))
 }
 
 func TestSeedUnreachableAtStartIsNotFatal(t *testing.T) {

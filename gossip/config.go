@@ -157,6 +157,10 @@ type Config struct {
 	// callee's. A slow callback delays later snapshots, which are coalesced:
 	// it may skip intermediate states but always ends with the latest.
 	OnMembers func([]Member)
+
+	// tuneMemberlist, set only by this package's tests, adjusts the
+	// memberlist configuration after the profile is applied.
+	tuneMemberlist func(*memberlist.Config)
 }
 
 // DefaultConfig returns a Config with every default spelled out. Name and

@@ -119,6 +119,9 @@ func (g *Gossip) Start(ctx context.Context) error {
 	}
 
 	mc := profileConfig(g.cfg.Profile)
+	if g.cfg.tuneMemberlist != nil {
+		g.cfg.tuneMemberlist(mc)
+	}
 	mc.Name = g.cfg.Name
 	mc.Delegate = metaDelegate{g}
 	mc.Events = events{g}
