@@ -2,6 +2,7 @@ package httpfilter
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -41,6 +42,15 @@ type Pattern struct {
 	src   string
 	segs  []segment
 	names []string // capture names, in order of appearance
+
+	// For matching against a pre-split path (matchSegs): the literal
+	// checks, last segment first (the most specific part of a path is
+	// usually at its end, so mismatches are found with one compare), then
+	// the wildcard segments.
+	lits  []segment // kind segLiteral, with pos set
+	wilds []segment // kind segStar or segCapture, with pos set
+	nsegs int       // segments before a final "**"
+	rest  bool      // ends with "**"
 }
 
 type segKind uint8
@@ -56,6 +66,7 @@ type segment struct {
 	kind segKind
 	lit  string // segLiteral only
 	idx  uint8  // segCapture only: index into Captures
+	pos  uint8  // position of the segment in the path
 }
 
 // Captures holds the values of a pattern's {name} variables for one match.
@@ -177,6 +188,20 @@ func compilePattern(s string) (*Pattern, error) {
 			p.segs = append(p.segs, segment{kind: segLiteral, lit: part})
 		}
 	}
+	for i, sg := range p.segs {
+		sg.pos = uint8(i)
+		switch sg.kind {
+		case segLiteral:
+			p.lits = append(p.lits, sg)
+		case segStar, segCapture:
+			p.wilds = append(p.wilds, sg)
+		case segRest:
+			p.rest = true
+			continue
+		}
+		p.nsegs++
+	}
+	slices.Reverse(p.lits)
 	return p, nil
 }
 
@@ -276,6 +301,74 @@ func (p *Pattern) match(path string, c *Captures) bool {
 		}
 	}
 	return !more
+}
+
+// pathSegs is a request path split into its segments once, so that many
+// patterns can be tried against it with a count check and a few string
+// compares each. It lives on the caller's stack.
+type pathSegs struct {
+	n    int // number of segments, at most maxPatternSegments+1
+	segs [maxPatternSegments]string
+}
+
+// split fills ps from path and reports whether path starts with "/". "/" has
+// one empty segment; counting stops past maxPatternSegments (no pattern
+// without "**" has that many, and a "**" pattern reads fewer).
+func (ps *pathSegs) split(path string) bool {
+	if len(path) == 0 || path[0] != '/' {
+		return false
+	}
+	rest := path[1:]
+	ps.n = 0
+	for {
+		j := strings.IndexByte(rest, '/')
+		seg := rest
+		if j >= 0 {
+			seg = rest[:j]
+		}
+		if ps.n == len(ps.segs) {
+			ps.n++ // too many segments: only the count matters now
+			return true
+		}
+		ps.segs[ps.n] = seg
+		ps.n++
+		if j < 0 {
+			return true
+		}
+		rest = rest[j+1:]
+	}
+}
+
+// matchSegs is match on a split path; the two must agree (FuzzPattern
+// checks it).
+func (p *Pattern) matchSegs(ps *pathSegs, c *Captures) bool {
+	if p.rest {
+		if ps.n < p.nsegs {
+			return false
+		}
+	} else if ps.n != p.nsegs {
+		if p.nsegs == 0 && p.src == "/" { // the pattern "/" matches only the path "/"
+			return ps.n == 1 && ps.segs[0] == ""
+		}
+		return false
+	}
+	for i := range p.lits {
+		if ps.segs[p.lits[i].pos] != p.lits[i].lit {
+			return false
+		}
+	}
+	for i := range p.wilds {
+		if ps.segs[p.wilds[i].pos] == "" {
+			return false
+		}
+	}
+	c.names = p.names
+	for i := range p.wilds {
+		if w := &p.wilds[i]; w.kind == segCapture {
+			c.vals[w.idx] = ps.segs[w.pos]
+		}
+	}
+	return true
 }
 
 // grpcPattern is a compiled gRPC method pattern: "*" (every method),

@@ -56,9 +56,10 @@ func (m *Match) PathTenant() (string, bool) {
 
 // router indexes the enabled SLAs: HTTP SLAs by method slot (each slot's
 // list is in file order and already contains the SLAs that match every
-// method), gRPC SLAs in file order. Matching is a linear scan of one
-// slot's list; literal segments fail fast, so this stays cheap for the tens
-// of SLAs a service has (see BenchmarkLimitsMatchHTTP).
+// method), gRPC SLAs in file order. Matching splits the path once, then
+// scans one slot's list; each pattern costs a segment-count check and
+// usually one string compare to reject, so this stays cheap for the tens of
+// SLAs a service has (see BenchmarkLimitsMatchHTTP).
 type router struct {
 	http [numSlots][]*SLA
 	grpc []*SLA
@@ -90,9 +91,17 @@ func buildRouter(slas []SLA) router {
 // capacity it does not allocate. path is the request's path (r.URL.Path),
 // preferably cleaned.
 func (l *Limits) MatchHTTP(method, path string, dst []Match) []Match {
-	for _, s := range l.router.http[methodIndex(method)] {
-		var c Captures
-		if s.Pattern.match(path, &c) {
+	cands := l.router.http[methodIndex(method)]
+	if len(cands) == 0 {
+		return dst
+	}
+	var ps pathSegs
+	if !ps.split(path) {
+		return dst
+	}
+	var c Captures // reused: a successful match sets every value it has
+	for _, s := range cands {
+		if s.Pattern.matchSegs(&ps, &c) {
 			dst = append(dst, Match{SLA: s, Captures: c})
 		}
 	}
