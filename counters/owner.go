@@ -1,0 +1,381 @@
+package counters
+
+import (
+	"sort"
+	"sync"
+	"time"
+)
+
+// Report is what one origin tells a key's owner about one window, once per
+// sync interval.
+type Report struct {
+	Key       Key
+	Threshold int64
+	Algorithm Algorithm
+	// Own is the origin's cumulative admitted count in the window.
+	Own int64
+	// Demand is the cost the origin was offered since its previous report.
+	Demand int64
+	// Cap is the own count the origin may currently reach: its grant, or
+	// its static share when HasGrant is false. The owner must assume the
+	// origin can spend up to Cap until the answer to this report arrives.
+	Cap      int64
+	HasGrant bool
+}
+
+// Answer is the owner's reply to one Report.
+type Answer struct {
+	// Global is the sum of every origin's own count for the window.
+	Global int64
+	// Grant, when HasGrant is set, is the own count the origin may reach.
+	Grant    int64
+	HasGrant bool
+}
+
+// OwnerConfig configures an Owner.
+type OwnerConfig struct {
+	// MaxWindows bounds the windows an owner aggregates; past it, reports
+	// for new windows are answered from the report alone (no aggregation)
+	// and counted in Stats. Default 200,000.
+	MaxWindows int
+	// Grace keeps a window after its end, for late reports. Default 2 s.
+	Grace time.Duration
+	// Lease turns on grants (the lease policy). Without it the owner only
+	// sums.
+	Lease bool
+}
+
+// Owner aggregates, for the windows whose series this instance owns, the
+// cumulative counts every origin reports, and (with Lease) hands each origin
+// a share of the budget left. It is a pure state machine: time is an
+// argument and it does no I/O. It is safe for concurrent use. The zero value
+// is not usable; call NewOwner.
+//
+// Counts are a G-counter: per origin (name and incarnation) the owner keeps
+// the largest cumulative count it saw, so a retried, duplicated or reordered
+// report never counts twice, and an origin that restarts (a new incarnation)
+// adds to what its previous run admitted.
+type Owner struct {
+	mu      sync.Mutex
+	cfg     OwnerConfig
+	windows map[Key]*ownerWindow
+	members ownerMembers
+	dropped uint64
+}
+
+type ownerMembers struct {
+	// window lists, sorted, the members that may spend budget in the current
+	// windows: alive now, or gone for less than a window (they may be alive
+	// on the other side of a partition and spend their share there).
+	window []string
+	alive  map[string]bool
+}
+
+type ownerWindow struct {
+	threshold int64
+	alg       Algorithm
+	expires   int64
+	origins   []*originState // few: one per instance
+}
+
+type originState struct {
+	name        string
+	incarnation uint64
+	base        int64 // own counts of earlier incarnations
+	own         int64 // current incarnation's largest cumulative count
+	rate        float64
+	lastSeen    int64
+	held        int64 // cap the origin reported holding
+	given       int64 // cap the owner last granted
+	hasGiven    bool
+}
+
+func (o *originState) total() int64 { return o.base + o.own }
+
+// capNow is the most the origin may have admitted by the time it hears
+// from the owner again.
+func (o *originState) capNow() int64 {
+	c := o.held
+	if o.hasGiven && o.given > c {
+		c = o.given
+	}
+	return c
+}
+
+// NewOwner returns an empty owner.
+func NewOwner(cfg OwnerConfig) *Owner {
+	if cfg.MaxWindows <= 0 {
+		cfg.MaxWindows = 200_000
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 2 * time.Second
+	}
+	return &Owner{cfg: cfg, windows: make(map[Key]*ownerWindow)}
+}
+
+// SetMembers tells the owner who may spend budget: windowMembers are the
+// members alive now or gone for less than a window (a member beyond that
+// stops being reserved for), alive those it can currently reach. Both are
+// copied.
+func (o *Owner) SetMembers(windowMembers, alive []string) {
+	w := append([]string(nil), windowMembers...)
+	sort.Strings(w)
+	a := make(map[string]bool, len(alive))
+	for _, m := range alive {
+		a[m] = true
+	}
+	o.mu.Lock()
+	o.members = ownerMembers{window: w, alive: a}
+	o.mu.Unlock()
+}
+
+// Report records r from origin (name and incarnation) at now and returns the
+// answer: the global total and, with Lease, the origin's new grant.
+func (o *Owner) Report(now time.Time, origin string, incarnation uint64, r *Report) Answer {
+	nowNs := now.UnixNano()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	w := o.windows[r.Key]
+	if w == nil {
+		if len(o.windows) >= o.cfg.MaxWindows {
+			o.dropped++
+			return Answer{Global: r.Own}
+		}
+		w = &ownerWindow{expires: r.Key.WindowStart + 2*int64(r.Key.Period) + int64(o.cfg.Grace)}
+		o.windows[r.Key] = w
+	}
+	w.threshold, w.alg = r.Threshold, r.Algorithm
+	st := w.origin(origin)
+	switch {
+	case incarnation > st.incarnation:
+		st.base += st.own
+		st.incarnation, st.own = incarnation, r.Own
+		st.hasGiven = false
+	case incarnation == st.incarnation && r.Own > st.own:
+		st.own = r.Own
+	}
+	stale := incarnation < st.incarnation
+	if !stale {
+		elapsed := nowNs - st.lastSeen
+		if st.lastSeen == 0 || elapsed <= 0 {
+			elapsed = max(nowNs-r.Key.WindowStart, int64(time.Millisecond))
+		}
+		st.rate = float64(r.Demand) / float64(elapsed)
+		st.lastSeen = nowNs
+		st.held = r.Cap
+	}
+	global := w.total()
+	if !o.cfg.Lease || stale {
+		return Answer{Global: global}
+	}
+	grant := o.grant(nowNs, r.Key, w, st)
+	st.given, st.hasGiven = grant, true
+	return Answer{Global: global, Grant: grant - st.base, HasGrant: true}
+}
+
+func (w *ownerWindow) origin(name string) *originState {
+	for _, s := range w.origins {
+		if s.name == name {
+			return s
+		}
+	}
+	s := &originState{name: name}
+	w.origins = append(w.origins, s)
+	return s
+}
+
+func (w *ownerWindow) total() int64 {
+	var t int64
+	for _, s := range w.origins {
+		t += s.total()
+	}
+	return t
+}
+
+// grant computes origin r's new cap (in its total own count, all
+// incarnations) so that the caps of every member that may spend in the
+// window never add up to more than the threshold:
+//
+//   - the budget is the threshold minus the weighted previous window
+//     (sliding tiers) minus what every origin admitted;
+//   - reserved first: for every window member the owner cannot reach, what
+//     it may still admit (its cap, or its static share if it never
+//     reported); for every member that never reported, its static share,
+//     which it may spend before its first answer;
+//   - the rest is split among the reachable origins that reported, by
+//     demand (max-min fair: everyone gets up to an equal share, the rest by
+//     extra demand), and r gets its part as far as the caps still held by
+//     the others leave room. The others converge to their part at their
+//     next report.
+func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) int64 {
+	period := int64(key.Period)
+	budget := w.threshold - w.total() - o.prevWeighted(now, key, w)
+	members := o.members.window
+	n := len(members)
+	var reserved int64
+	var reach []*originState
+	for i, m := range members {
+		s := w.find(m)
+		switch {
+		case s == nil:
+			reserved += StaticShare(w.threshold, n, i, key.SeriesHash())
+		case s == r || o.members.alive[m]:
+			reach = append(reach, s)
+		default:
+			reserved += max(0, s.capNow()-s.total())
+		}
+	}
+	if !contains(reach, r) { // r reports but is not (yet) in our view
+		reach = append(reach, r)
+	}
+	free := budget - reserved
+	if free <= 0 {
+		return r.total()
+	}
+	// Others' outstanding caps limit what r can have right now.
+	var othersOut int64
+	for _, s := range reach {
+		if s != r {
+			othersOut += max(0, s.capNow()-s.total())
+		}
+	}
+	left := max(0, period-(now-key.WindowStart))
+	fair := fairShare(free, reach, r, float64(left))
+	give := min(fair, free-othersOut)
+	return r.total() + max(give, 0)
+}
+
+func (w *ownerWindow) find(name string) *originState {
+	for _, s := range w.origins {
+		if s.name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+func contains(ss []*originState, s *originState) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// fairShare splits free among origins by their expected need over the time
+// left (max-min fair, water-filling), then spreads what no one needs equally,
+// and returns r's part. Integer units: the parts add up to free exactly.
+func fairShare(free int64, origins []*originState, r *originState, left float64) int64 {
+	k := len(origins)
+	need := make([]int64, k)
+	ri := 0
+	for i, s := range origins {
+		need[i] = int64(s.rate*left) + 1
+		if s == r {
+			ri = i
+		}
+	}
+	alloc := make([]int64, k)
+	remaining := free
+	active := k
+	done := make([]bool, k)
+	for remaining > 0 && active > 0 {
+		each := remaining / int64(active)
+		if each == 0 {
+			break
+		}
+		for i := range origins {
+			if done[i] {
+				continue
+			}
+			add := min(each, need[i]-alloc[i])
+			alloc[i] += add
+			remaining -= add
+			if alloc[i] >= need[i] {
+				done[i] = true
+				active--
+			}
+		}
+	}
+	// What is left (no one needs it, or less than one unit each) goes one
+	// unit at a time in order, everyone's equal share of the spare first.
+	if remaining > 0 {
+		each := remaining / int64(k)
+		for i := range alloc {
+			alloc[i] += each
+		}
+		remaining -= each * int64(k)
+		for i := 0; remaining > 0; i++ {
+			alloc[i%k]++
+			remaining--
+		}
+	}
+	return alloc[ri]
+}
+
+// prevWeighted is the previous window's total weighted by its share still
+// inside the sliding period, for sliding tiers the owner also holds.
+func (o *Owner) prevWeighted(now int64, key Key, w *ownerWindow) int64 {
+	if w.alg != Sliding {
+		return 0
+	}
+	pk := key
+	pk.WindowStart -= int64(key.Period)
+	pw := o.windows[pk]
+	if pw == nil {
+		return 0
+	}
+	elapsed := now - key.WindowStart
+	if elapsed < 0 || elapsed >= int64(key.Period) {
+		return 0
+	}
+	// Round up: the owner must not under-count what still weighs.
+	p := float64(pw.total()) * float64(int64(key.Period)-elapsed) / float64(key.Period)
+	c := int64(p)
+	if float64(c) < p {
+		c++
+	}
+	return c
+}
+
+// Global returns the owner's current total for a window (0 if unknown).
+func (o *Owner) Global(k Key) int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if w := o.windows[k]; w != nil {
+		return w.total()
+	}
+	return 0
+}
+
+// Sweep drops windows that ended more than a period plus the grace ago,
+// and returns how many it dropped.
+func (o *Owner) Sweep(now time.Time) int {
+	nowNs := now.UnixNano()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for k, w := range o.windows {
+		if w.expires < nowNs {
+			delete(o.windows, k)
+			n++
+		}
+	}
+	return n
+}
+
+// OwnerStats reports an owner's size.
+type OwnerStats struct {
+	Windows int
+	// Dropped counts reports for new windows refused because MaxWindows
+	// was reached.
+	Dropped uint64
+}
+
+// Stats returns the owner's size and drops.
+func (o *Owner) Stats() OwnerStats {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return OwnerStats{Windows: len(o.windows), Dropped: o.dropped}
+}
