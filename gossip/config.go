@@ -87,7 +87,9 @@ type Config struct {
 	AdvertiseAddr string
 
 	// AdvertisePort is the port other nodes use to reach this one, used
-	// only together with AdvertiseAddr. Default 0 means the bound port.
+	// only together with AdvertiseAddr. Default 0 means the bound port
+	// (required with AdvertiseAddr when Transport is set, since the bound
+	// port is then unknown).
 	AdvertisePort int
 
 	// Seeds are "host:port" gossip addresses of existing members to join at
@@ -131,13 +133,17 @@ type Config struct {
 
 	// RejoinForget is how long the address of a member that failed or left
 	// is retried by the rejoin loop. Default 0 means 30 minutes. A partition
-	// that lasts longer heals only through the seeds.
+	// that lasts longer heals only through the seeds. memberlist reports a
+	// crash and a graceful leave alike, so the addresses of members that
+	// left on purpose are retried too, until forgotten; against a closed
+	// port that costs one refused dial per interval.
 	RejoinForget time.Duration
 
 	// RejoinMax bounds how many failed members' addresses are remembered;
 	// the oldest is forgotten first. Default 0 means 64. Bounds memory and
-	// the length of one rejoin attempt (each unreachable address costs up to
-	// one TCP timeout: 1 s local, 10 s LAN).
+	// the length of one rejoin attempt: targets are tried 8 at a time, and
+	// each unreachable one costs up to one TCP timeout (1 s local, 10 s
+	// LAN).
 	RejoinMax int
 
 	// Logger receives structured logs (memberlist's own lines are bridged at
@@ -194,6 +200,9 @@ func (c Config) Validate() error {
 	}
 	if c.AdvertisePort < 0 || c.AdvertisePort > 65535 {
 		return invalid("AdvertisePort", "%d is out of range 0-65535", c.AdvertisePort)
+	}
+	if c.Transport != nil && c.AdvertiseAddr != "" && c.AdvertisePort == 0 {
+		return invalid("AdvertisePort", "must be set with AdvertiseAddr when Transport is set")
 	}
 	for i, s := range c.Seeds {
 		if err := checkHostPort(s); err != nil {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/memberlist"
 )
 
 func TestValidate(t *testing.T) {
@@ -24,6 +26,10 @@ func TestValidate(t *testing.T) {
 		{"BindPort", func(c *Config) { c.BindPort = 70000 }},
 		{"AdvertiseAddr", func(c *Config) { c.AdvertiseAddr = "nope" }},
 		{"AdvertisePort", func(c *Config) { c.AdvertisePort = -1 }},
+		{"AdvertisePort", func(c *Config) {
+			c.Transport = fakeTransport{}
+			c.AdvertiseAddr = "10.0.0.1"
+		}},
 		{"Seeds[1]", func(c *Config) { c.Seeds = []string{"127.0.0.1:1", "127.0.0.1"} }},
 		{"GRPCAddr", func(c *Config) { c.GRPCAddr = "" }},
 		{"GRPCAddr", func(c *Config) { c.GRPCAddr = "127.0.0.1:http" }},
@@ -80,3 +86,6 @@ func TestDefaultsApplied(t *testing.T) {
 		t.Fatal("New kept references to the caller's slices")
 	}
 }
+
+// fakeTransport only satisfies the interface for Validate.
+type fakeTransport struct{ memberlist.Transport }

@@ -347,10 +347,13 @@ func (g *Gossip) InstallKey(key []byte) error {
 // UseKey makes an installed key the primary (encrypting) key. Every peer
 // must have installed it first, or they stop understanding this node.
 func (g *Gossip) UseKey(key []byte) error {
-	return g.withKeyring("use key", func(kr *memberlist.Keyring) error { return kr.UseKey(key) })
+	return g.withKeyring("use key", func(kr *memberlist.Keyring) error {
+		return kr.UseKey(append([]byte(nil), key...)) // the keyring keeps the slice
+	})
 }
 
-// RemoveKey removes a key that is not the primary key.
+// RemoveKey removes a key that is not the primary key. Removing a key that
+// is not installed does nothing.
 func (g *Gossip) RemoveKey(key []byte) error {
 	return g.withKeyring("remove key", func(kr *memberlist.Keyring) error { return kr.RemoveKey(key) })
 }
@@ -362,7 +365,12 @@ func (g *Gossip) Keys() [][]byte {
 	if g.keyring == nil {
 		return nil
 	}
-	return g.keyring.GetKeys()
+	keys := g.keyring.GetKeys() // memberlist's own slice: copy it
+	out := make([][]byte, len(keys))
+	for i, k := range keys {
+		out[i] = append([]byte(nil), k...)
+	}
+	return out
 }
 
 func (g *Gossip) withKeyring(op string, f func(*memberlist.Keyring) error) error {
@@ -478,6 +486,11 @@ func (g *Gossip) rejoinTargets(now time.Time) []string {
 	return g.rejoin.targets(now, g.cfg.Seeds, self, alive)
 }
 
+// rejoinParallelism bounds the concurrent joins of one rejoin attempt, so
+// that unreachable addresses (each may cost a TCP timeout) do not delay the
+// reachable ones.
+const rejoinParallelism = 8
+
 // rejoinStep makes one join attempt. initial only changes how loudly a
 // failure is logged.
 func (g *Gossip) rejoinStep(initial bool) {
@@ -491,7 +504,7 @@ func (g *Gossip) rejoinStep(initial bool) {
 		return
 	default:
 	}
-	n, err := ml.Join(targets)
+	n, err := joinEach(ml, targets)
 	switch {
 	case n > 0 && !initial:
 		g.log.Info("rejoined", "contacted", n, "targets", targets)
@@ -502,4 +515,33 @@ func (g *Gossip) rejoinStep(initial bool) {
 	default:
 		g.log.Debug("rejoin attempt failed", "targets", targets, "err", err)
 	}
+}
+
+// joinEach joins every target, at most rejoinParallelism at a time, and
+// returns how many answered and the errors of those that did not.
+func joinEach(ml *memberlist.Memberlist, targets []string) (int, error) {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		n    int
+		errs []error
+		sem  = make(chan struct{}, rejoinParallelism)
+	)
+	for _, addr := range targets {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			k, err := ml.Join([]string{addr})
+			mu.Lock()
+			defer mu.Unlock()
+			n += k
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return n, errors.Join(errs...)
 }

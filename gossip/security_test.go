@@ -105,8 +105,13 @@ func TestKeyRotation(t *testing.T) {
 		if err := n.g.RemoveKey(key1); err != nil {
 			t.Fatal(err)
 		}
-		if keys := n.g.Keys(); len(keys) != 1 || !bytes.Equal(keys[0], key2) {
+		keys := n.g.Keys()
+		if len(keys) != 1 || !bytes.Equal(keys[0], key2) {
 			t.Fatalf("%s keys after rotation: %q", n.name, keys)
+		}
+		keys[0][0] ^= 0xff // a copy: must not change the keyring
+		if !bytes.Equal(n.g.Keys()[0], key2) {
+			t.Fatalf("%s: Keys returned the keyring's own slices", n.name)
 		}
 	}
 	if err := nodes[0].g.RemoveKey(key2); err == nil {
