@@ -45,11 +45,12 @@ func TestClusterConverges(t *testing.T) {
 	}
 }
 
-// detectRemoval stops victim (gracefully or not) and returns how long the
-// others took to report the cluster without it.
-func detectRemoval(t *testing.T, graceful bool) time.Duration {
-	nodes := startCluster(t, 3, nil)
-	victim, rest := nodes[2], nodes[:2]
+// detectRemoval stops the last node of a cluster of size (gracefully or
+// not) and returns how long the others took to report the cluster without
+// it.
+func detectRemoval(t *testing.T, size int, graceful bool) time.Duration {
+	nodes := startCluster(t, size, nil)
+	victim, rest := nodes[size-1], nodes[:size-1]
 	start := time.Now()
 	if graceful {
 		if err := victim.g.Leave(time.Second); err != nil {
@@ -59,20 +60,28 @@ func detectRemoval(t *testing.T, graceful bool) time.Duration {
 	if err := victim.g.Shutdown(); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
-	waitConverged(t, rest, []string{"n0", "n1"}, 10*time.Second)
+	var names []string
+	for _, n := range rest {
+		names = append(names, n.name)
+	}
+	waitConverged(t, rest, names, 10*time.Second)
 	return time.Since(start)
 }
 
 func TestCrashDetected(t *testing.T) {
-	d := detectRemoval(t, false)
-	t.Logf("crash (Shutdown without Leave) noticed by both survivors after %v", d.Round(time.Millisecond))
-	if d > 5*time.Second {
-		t.Errorf("crash detection took %v, want < 5s with ProfileLocal", d)
+	for _, size := range []int{3, 5} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			d := detectRemoval(t, size, false)
+			t.Logf("crash (Shutdown without Leave) noticed by all %d survivors after %v", size-1, d.Round(time.Millisecond))
+			if d > 5*time.Second {
+				t.Errorf("crash detection took %v, want < 5s with ProfileLocal", d)
+			}
+		})
 	}
 }
 
 func TestGracefulLeaveDetected(t *testing.T) {
-	d := detectRemoval(t, true)
+	d := detectRemoval(t, 3, true)
 	t.Logf("graceful leave noticed by both survivors after %v", d.Round(time.Millisecond))
 	if d > 2*time.Second {
 		t.Errorf("graceful leave took %v to propagate, want < 2s", d)
