@@ -30,6 +30,10 @@ type Slot struct {
 	Granted   int64
 	HasGrant  bool
 	GrantedAt int64
+	// Epoch is opaque to this package: the node records in it the ring
+	// version under which the owner last acknowledged the slot, so that a
+	// new owner gets every count again after a membership change.
+	Epoch uint64
 }
 
 // Unreported returns Own - Acked.
@@ -149,6 +153,9 @@ func (e *Entry) retryAfter(now int64, v View) time.Duration {
 func (e *Entry) Identity() (tenant, endpoint, method string, period time.Duration) {
 	return e.tenant, e.endpoint, e.method, time.Duration(e.period)
 }
+
+// PeriodOf returns the series' period. It needs no lock.
+func (e *Entry) PeriodOf() time.Duration { return time.Duration(e.period) }
 
 // Hash returns the entry's series hash (the ring places the series by it).
 func (e *Entry) Hash() uint64 { return e.hash }

@@ -64,11 +64,25 @@ type Owner struct {
 }
 
 type ownerMembers struct {
-	// window lists, sorted, the members that may spend budget in the current
-	// windows: alive now, or gone for less than a window (they may be alive
-	// on the other side of a partition and spend their share there).
-	window []string
-	alive  map[string]bool
+	alive map[string]bool
+	// gone maps members no longer alive to when they were last seen alive
+	// (Unix ns): they may still be spending their share of windows that
+	// began before that, on the other side of a partition.
+	gone map[string]int64
+	// sorted lists every known member, alive or gone.
+	sorted []string
+}
+
+// window returns, sorted, the members that may spend budget in the window
+// starting at start: those alive, and those last seen alive after it began.
+func (m *ownerMembers) window(start int64) []string {
+	out := make([]string, 0, len(m.sorted))
+	for _, name := range m.sorted {
+		if m.alive[name] || m.gone[name] >= start {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 type ownerWindow struct {
@@ -113,19 +127,26 @@ func NewOwner(cfg OwnerConfig) *Owner {
 	return &Owner{cfg: cfg, windows: make(map[Key]*ownerWindow)}
 }
 
-// SetMembers tells the owner who may spend budget: windowMembers are the
-// members alive now or gone for less than a window (a member beyond that
-// stops being reserved for), alive those it can currently reach. Both are
-// copied.
-func (o *Owner) SetMembers(windowMembers, alive []string) {
-	w := append([]string(nil), windowMembers...)
-	sort.Strings(w)
-	a := make(map[string]bool, len(alive))
-	for _, m := range alive {
-		a[m] = true
+// SetMembers tells the owner who can spend budget: alive are the members it
+// can reach now, gone those it lost, with when each was last seen alive. A
+// gone member is reserved for in the windows that began before it was last
+// seen (it may still be serving on the other side of a partition) and in
+// none after, so scaling down does not leak budget. Both are copied.
+func (o *Owner) SetMembers(alive []string, gone map[string]int64) {
+	m := ownerMembers{alive: make(map[string]bool, len(alive)), gone: make(map[string]int64, len(gone))}
+	for _, a := range alive {
+		m.alive[a] = true
+		m.sorted = append(m.sorted, a)
 	}
+	for g, t := range gone {
+		if !m.alive[g] {
+			m.gone[g] = t
+			m.sorted = append(m.sorted, g)
+		}
+	}
+	sort.Strings(m.sorted)
 	o.mu.Lock()
-	o.members = ownerMembers{window: w, alive: a}
+	o.members = m
 	o.mu.Unlock()
 }
 
@@ -210,7 +231,7 @@ func (w *ownerWindow) total() int64 {
 func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) int64 {
 	period := int64(key.Period)
 	budget := w.threshold - w.total() - o.prevWeighted(now, key, w)
-	members := o.members.window
+	members := o.members.window(key.WindowStart)
 	n := len(members)
 	var reserved int64
 	var reach []*originState

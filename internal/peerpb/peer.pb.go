@@ -152,7 +152,12 @@ type Report struct {
 	Own int64 `protobuf:"varint,8,opt,name=own,proto3" json:"own,omitempty"`
 	// demand is the cost the sender was offered (admitted and denied) since
 	// its previous report of this window.
-	Demand        int64 `protobuf:"varint,9,opt,name=demand,proto3" json:"demand,omitempty"`
+	Demand int64 `protobuf:"varint,9,opt,name=demand,proto3" json:"demand,omitempty"`
+	// cap is the own count the sender may currently reach (its grant, or its
+	// static share when has_grant is false); the owner must assume it can
+	// spend up to cap until the answer arrives.
+	Cap           int64 `protobuf:"varint,10,opt,name=cap,proto3" json:"cap,omitempty"`
+	HasGrant      bool  `protobuf:"varint,11,opt,name=has_grant,json=hasGrant,proto3" json:"has_grant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -248,6 +253,20 @@ func (x *Report) GetDemand() int64 {
 		return x.Demand
 	}
 	return 0
+}
+
+func (x *Report) GetCap() int64 {
+	if x != nil {
+		return x.Cap
+	}
+	return 0
+}
+
+func (x *Report) GetHasGrant() bool {
+	if x != nil {
+		return x.HasGrant
+	}
+	return false
 }
 
 type SyncResponse struct {
@@ -366,7 +385,7 @@ const file_peer_proto_rawDesc = "" +
 	"\vSyncRequest\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\tR\x06origin\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12.\n" +
-	"\areports\x18\x03 \x03(\v2\x14.peerlimit.v1.ReportR\areports\"\x98\x02\n" +
+	"\areports\x18\x03 \x03(\v2\x14.peerlimit.v1.ReportR\areports\"\xc7\x02\n" +
 	"\x06Report\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1a\n" +
 	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x12\x16\n" +
@@ -376,7 +395,10 @@ const file_peer_proto_rawDesc = "" +
 	"\tthreshold\x18\x06 \x01(\x03R\tthreshold\x125\n" +
 	"\talgorithm\x18\a \x01(\x0e2\x17.peerlimit.v1.AlgorithmR\talgorithm\x12\x10\n" +
 	"\x03own\x18\b \x01(\x03R\x03own\x12\x16\n" +
-	"\x06demand\x18\t \x01(\x03R\x06demand\";\n" +
+	"\x06demand\x18\t \x01(\x03R\x06demand\x12\x10\n" +
+	"\x03cap\x18\n" +
+	" \x01(\x03R\x03cap\x12\x1b\n" +
+	"\thas_grant\x18\v \x01(\bR\bhasGrant\";\n" +
 	"\fSyncResponse\x12+\n" +
 	"\x06totals\x18\x01 \x03(\v2\x13.peerlimit.v1.TotalR\x06totals\"R\n" +
 	"\x05Total\x12\x16\n" +

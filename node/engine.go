@@ -1,0 +1,468 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/peerlimit/peerlimit/counters"
+	"github.com/peerlimit/peerlimit/internal/peerpb"
+	"github.com/peerlimit/peerlimit/ring"
+)
+
+// Policy names an admission policy.
+type Policy string
+
+const (
+	// PolicyOptimistic is the seed's rule: admit while the last global total
+	// plus the own unreported count fits. Overshoots by up to (N-1) x one
+	// interval's traffic.
+	PolicyOptimistic Policy = "optimistic"
+	// PolicyStatic splits every limit evenly: limit / members per instance.
+	// Never overshoots; wastes budget when traffic is uneven.
+	PolicyStatic Policy = "static"
+	// PolicyLease admits within a budget the key's owner grants each
+	// instance in proportion to its demand, keeping a reserve for members it
+	// cannot hear. The default.
+	PolicyLease Policy = "lease"
+)
+
+// ParsePolicy maps a name to a Policy.
+func ParsePolicy(s string) (Policy, error) {
+	switch p := Policy(s); p {
+	case PolicyOptimistic, PolicyStatic, PolicyLease:
+		return p, nil
+	case "":
+		return PolicyLease, nil
+	}
+	return "", fmt.Errorf("node: unknown policy %q (want optimistic, static or lease)", s)
+}
+
+func (p Policy) rule() counters.Policy {
+	switch p {
+	case PolicyOptimistic:
+		return counters.Optimistic{}
+	case PolicyStatic:
+		return counters.Static{}
+	}
+	return counters.Lease{}
+}
+
+// Limits on what a peer may send, checked on every inbound batch.
+const (
+	MaxKeyBytes   = 1024            // tenant + endpoint + method
+	MaxCount      = int64(1e15)     // any count or threshold
+	MaxPeriodMs   = int64(366 * 24 * time.Hour / time.Millisecond)
+	MaxOriginSize = 256
+)
+
+// ErrBadBatch is wrapped by every validation error of an inbound batch.
+var ErrBadBatch = errors.New("node: invalid sync batch")
+
+// EngineConfig configures an Engine.
+type EngineConfig struct {
+	// Name is this member's name in the cluster.
+	Name string
+	// Incarnation identifies this run of the member: counts restart from
+	// zero in a new incarnation and the old ones stay in the totals. Use
+	// the start time in nanoseconds.
+	Incarnation uint64
+	// Policy is the admission policy. Default PolicyLease.
+	Policy Policy
+	// Table configures the local counters (size bound, grace). Its Policy
+	// is replaced by the rule of Policy above.
+	Table counters.Config
+	// Ring configures key ownership.
+	Ring ring.Config
+	// MaxBatch bounds the reports in one batch, sent or received. Keys past
+	// it wait for the next interval. Default 100,000 (about 6 MB).
+	MaxBatch int
+	// MaxPeriod is the longest tier period in use: a member gone for longer
+	// stops counting in static shares. Default 1 minute.
+	MaxPeriod time.Duration
+	// OwnerWindows bounds the windows this member aggregates as an owner.
+	// Default 200,000.
+	OwnerWindows int
+}
+
+// Engine is the node's sync logic as a pure state machine: decisions,
+// membership, the batches to send each interval, and the answers to batches
+// received. It does no I/O and starts no goroutines; Node drives it with
+// gossip, gRPC and tickers, and the simulator drives the very same code on
+// virtual time. It is safe for concurrent use.
+type Engine struct {
+	cfg   EngineConfig
+	table *counters.Table
+	ring  *ring.Ring
+	owner *counters.Owner
+
+	mu       sync.Mutex
+	alive    []string         // sorted, includes self
+	lastSeen map[string]int64 // every member ever seen, last seen alive (Unix ns)
+}
+
+// NewEngine returns an engine that knows only itself.
+func NewEngine(cfg EngineConfig) (*Engine, error) {
+	if cfg.Name == "" {
+		return nil, errors.New("node: EngineConfig.Name must be set")
+	}
+	if cfg.Policy == "" {
+		cfg.Policy = PolicyLease
+	}
+	if _, err := ParsePolicy(string(cfg.Policy)); err != nil {
+		return nil, err
+	}
+	cfg.Table.Policy = cfg.Policy.rule() // the engine's policy, whatever the table config says
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 100_000
+	}
+	if cfg.MaxPeriod <= 0 {
+		cfg.MaxPeriod = time.Minute
+	}
+	tb, err := counters.NewTable(cfg.Table)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	rg, err := ring.New(cfg.Ring)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	e := &Engine{
+		cfg:      cfg,
+		table:    tb,
+		ring:     rg,
+		owner:    counters.NewOwner(counters.OwnerConfig{MaxWindows: cfg.OwnerWindows, Grace: cfg.Table.Grace, Lease: cfg.Policy == PolicyLease}),
+		lastSeen: map[string]int64{},
+	}
+	e.SetMembers(time.Unix(0, 0), []string{cfg.Name})
+	return e, nil
+}
+
+// Name returns the member name.
+func (e *Engine) Name() string { return e.cfg.Name }
+
+// Policy returns the admission policy in force.
+func (e *Engine) Policy() Policy { return e.cfg.Policy }
+
+// Table returns the local counters.
+func (e *Engine) Table() *counters.Table { return e.table }
+
+// Ring returns the ownership ring.
+func (e *Engine) Ring() *ring.Ring { return e.ring }
+
+// Owner returns the aggregator of the windows this member owns.
+func (e *Engine) Owner() *counters.Owner { return e.owner }
+
+// Take decides a request from local memory: see counters.Table.Take.
+func (e *Engine) Take(now time.Time, limits []counters.Limit, cost int64) (counters.Decision, error) {
+	return e.table.Take(now, limits, cost)
+}
+
+// SetMembers installs a new membership view: the names of the members alive
+// now (self is added if missing). It rebuilds the ring, the static shares
+// (counting members gone for less than MaxPeriod, who may still be serving
+// behind a partition) and the owner's reserves.
+func (e *Engine) SetMembers(now time.Time, alive []string) {
+	nowNs := now.UnixNano()
+	a := slices.Clone(alive)
+	if !slices.Contains(a, e.cfg.Name) {
+		a = append(a, e.cfg.Name)
+	}
+	sort.Strings(a)
+	a = slices.Compact(a)
+
+	e.mu.Lock()
+	// Members leaving the view were alive until now; members in it are alive.
+	for _, m := range e.alive {
+		e.lastSeen[m] = nowNs
+	}
+	e.alive = a
+	for _, m := range a {
+		e.lastSeen[m] = nowNs
+	}
+	gone := map[string]int64{}
+	recent := slices.Clone(a)
+	for m, t := range e.lastSeen {
+		if slices.Contains(a, m) {
+			continue
+		}
+		if nowNs-t > 2*int64(e.cfg.MaxPeriod) { // long gone: forget (bounded memory)
+			delete(e.lastSeen, m)
+			continue
+		}
+		gone[m] = t
+		if nowNs-t <= int64(e.cfg.MaxPeriod) {
+			recent = append(recent, m)
+		}
+	}
+	e.mu.Unlock()
+
+	sort.Strings(recent)
+	e.ring.Set(a)
+	e.table.SetShare(len(recent), slices.Index(recent, e.cfg.Name))
+	e.owner.SetMembers(a, gone)
+}
+
+// Members returns the alive members of the current view, sorted.
+func (e *Engine) Members() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.alive)
+}
+
+func (e *Engine) isMember(name string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.lastSeen[name]
+	return ok
+}
+
+// Batch is one sync call to one owner: what Prepare built, to be sent, and
+// then passed to Apply with the answer or to Fail.
+type Batch struct {
+	Owner string
+	Req   *peerpb.SyncRequest
+	refs  []ref
+}
+
+type ref struct {
+	e      *counters.Entry
+	start  int64
+	own    int64
+	demand int64
+	epoch  uint64
+}
+
+// Prepare builds this interval's sync: one batch per remote owner with
+// every window that changed since it was last acknowledged (or whose owner
+// changed), and merges the windows this member owns itself directly, with no
+// call. Batches are sorted by owner.
+func (e *Engine) Prepare(now time.Time) []*Batch {
+	nowNs := now.UnixNano()
+	epoch := e.ring.Version()
+	members, index := e.table.Share()
+	byOwner := map[string]*Batch{}
+	var local []ref
+	var localReps []counters.Report
+	e.table.Range(func(en *counters.Entry) bool {
+		owner, ok := e.ring.Owner(en.Hash())
+		if !ok {
+			return true
+		}
+		en.Lock()
+		defer en.Unlock()
+		if en.Dead() {
+			return true
+		}
+		for _, s := range [2]*counters.Slot{en.Previous(), en.Current()} {
+			if s.Own == 0 && s.Demand == 0 {
+				continue // no traffic in this window
+			}
+			// The current window is reported every interval while it has
+			// traffic, as in the seed: the answer refreshes the global total
+			// (others keep admitting), and under leases a quiet instance's
+			// zero demand lets the owner move its budget to busier ones. The
+			// previous window only when something changed or its owner did.
+			if s != en.Current() && s.Own == s.Acked && s.Demand == 0 && s.Epoch == epoch {
+				continue
+			}
+			b := byOwner[owner]
+			if owner != e.cfg.Name {
+				if b == nil {
+					b = &Batch{Owner: owner, Req: &peerpb.SyncRequest{Origin: e.cfg.Name, Incarnation: e.cfg.Incarnation}}
+					byOwner[owner] = b
+				}
+				if len(b.refs) >= e.cfg.MaxBatch {
+					continue // waits for the next interval
+				}
+			}
+			capv, has := s.Granted, s.HasGrant
+			if !has {
+				capv = counters.StaticShare(en.Threshold(), members, index, en.Hash())
+			}
+			r := ref{e: en, start: s.Start, own: s.Own, demand: s.Demand, epoch: epoch}
+			s.Demand = 0 // in flight; Fail puts it back
+			rep := counters.Report{
+				Key:       key(en, s.Start),
+				Threshold: en.Threshold(),
+				Algorithm: en.Algorithm(),
+				Own:       r.own,
+				Demand:    r.demand,
+				Cap:       capv,
+				HasGrant:  has,
+			}
+			if b == nil {
+				local = append(local, r)
+				localReps = append(localReps, rep)
+				continue
+			}
+			b.refs = append(b.refs, r)
+			b.Req.Reports = append(b.Req.Reports, toWire(&rep))
+		}
+		return true
+	})
+	// Windows this member owns: merged locally, without a call.
+	for i := range local {
+		ans := e.owner.Report(now, e.cfg.Name, e.cfg.Incarnation, &localReps[i])
+		apply(nowNs, &local[i], ans)
+	}
+	out := make([]*Batch, 0, len(byOwner))
+	for _, b := range byOwner {
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Owner < out[j].Owner })
+	return out
+}
+
+func key(en *counters.Entry, start int64) counters.Key {
+	t, ep, m, p := en.Identity()
+	return counters.Key{Tenant: t, Endpoint: ep, Method: m, Period: p, WindowStart: start}
+}
+
+// Apply records an owner's answer to a batch.
+func (e *Engine) Apply(now time.Time, b *Batch, resp *peerpb.SyncResponse) error {
+	if resp == nil || len(resp.Totals) != len(b.refs) {
+		e.Fail(now, b)
+		return fmt.Errorf("node: owner %s answered %d totals for %d reports", b.Owner, len(resp.GetTotals()), len(b.refs))
+	}
+	nowNs := now.UnixNano()
+	for i := range b.refs {
+		t := resp.Totals[i]
+		apply(nowNs, &b.refs[i], counters.Answer{Global: t.Global, Grant: t.Grant, HasGrant: t.HasGrant})
+	}
+	return nil
+}
+
+func apply(nowNs int64, r *ref, a counters.Answer) {
+	r.e.Lock()
+	defer r.e.Unlock()
+	s := r.e.Slot(r.start)
+	if s == nil {
+		return // the window rolled away meanwhile
+	}
+	if r.own > s.Acked {
+		s.Acked = r.own
+	}
+	if a.Global >= s.Acked { // never believe a total below what we know we added
+		s.Global = a.Global
+	} else {
+		s.Global = max(s.Global, s.Acked)
+	}
+	s.GlobalAt = nowNs
+	s.Epoch = r.epoch
+	if a.HasGrant {
+		s.Granted, s.HasGrant, s.GrantedAt = a.Grant, true, nowNs
+	}
+}
+
+// Fail returns a batch's demand to its windows after a failed call; the
+// counts themselves are cumulative and go again in the next batch.
+func (e *Engine) Fail(now time.Time, b *Batch) {
+	for i := range b.refs {
+		r := &b.refs[i]
+		r.e.Lock()
+		if s := r.e.Slot(r.start); s != nil {
+			s.Demand += r.demand
+		}
+		r.e.Unlock()
+	}
+}
+
+// Handle answers a batch from another member: it validates the batch,
+// adds every report to the owner's totals and returns one total per report.
+func (e *Engine) Handle(now time.Time, req *peerpb.SyncRequest) (*peerpb.SyncResponse, error) {
+	if err := e.validate(req); err != nil {
+		return nil, err
+	}
+	resp := &peerpb.SyncResponse{Totals: make([]*peerpb.Total, len(req.Reports))}
+	for i, w := range req.Reports {
+		r := fromWire(w)
+		a := e.owner.Report(now, req.Origin, req.Incarnation, &r)
+		resp.Totals[i] = &peerpb.Total{Global: a.Global, Grant: a.Grant, HasGrant: a.HasGrant}
+	}
+	return resp, nil
+}
+
+func (e *Engine) validate(req *peerpb.SyncRequest) error {
+	if req == nil {
+		return fmt.Errorf("%w: empty request", ErrBadBatch)
+	}
+	if req.Origin == "" || len(req.Origin) > MaxOriginSize {
+		return fmt.Errorf("%w: origin must be 1..%d bytes", ErrBadBatch, MaxOriginSize)
+	}
+	if !e.isMember(req.Origin) {
+		return fmt.Errorf("%w: origin %q is not a member", ErrBadBatch, req.Origin)
+	}
+	if len(req.Reports) > e.cfg.MaxBatch {
+		return fmt.Errorf("%w: %d reports, max %d", ErrBadBatch, len(req.Reports), e.cfg.MaxBatch)
+	}
+	for i, r := range req.Reports {
+		if err := validReport(r); err != nil {
+			return fmt.Errorf("%w: report %d: %v", ErrBadBatch, i, err)
+		}
+	}
+	return nil
+}
+
+func validReport(r *peerpb.Report) error {
+	switch {
+	case r == nil:
+		return errors.New("missing")
+	case len(r.Tenant)+len(r.Endpoint)+len(r.Method) > MaxKeyBytes:
+		return fmt.Errorf("key longer than %d bytes", MaxKeyBytes)
+	case r.PeriodMs <= 0 || r.PeriodMs > MaxPeriodMs:
+		return fmt.Errorf("period_ms %d out of range 1..%d", r.PeriodMs, MaxPeriodMs)
+	case r.WindowStartMs%r.PeriodMs != 0:
+		return fmt.Errorf("window_start_ms %d is not a multiple of period_ms %d", r.WindowStartMs, r.PeriodMs)
+	case r.Own < 0 || r.Own > MaxCount:
+		return fmt.Errorf("own %d out of range 0..%d", r.Own, MaxCount)
+	case r.Demand < 0 || r.Demand > MaxCount:
+		return fmt.Errorf("demand %d out of range 0..%d", r.Demand, MaxCount)
+	case r.Threshold < 0 || r.Threshold > MaxCount:
+		return fmt.Errorf("threshold %d out of range 0..%d", r.Threshold, MaxCount)
+	case r.Algorithm != peerpb.Algorithm_ALGORITHM_FIXED && r.Algorithm != peerpb.Algorithm_ALGORITHM_SLIDING:
+		return fmt.Errorf("unknown algorithm %d", r.Algorithm)
+	}
+	return nil
+}
+
+func toWire(r *counters.Report) *peerpb.Report {
+	return &peerpb.Report{
+		Tenant:        r.Key.Tenant,
+		Endpoint:      r.Key.Endpoint,
+		Method:        r.Key.Method,
+		PeriodMs:      r.Key.Period.Milliseconds(),
+		WindowStartMs: r.Key.WindowStart / int64(time.Millisecond),
+		Threshold:     r.Threshold,
+		Algorithm:     peerpb.Algorithm(r.Algorithm),
+		Own:           r.Own,
+		Demand:        r.Demand,
+		Cap:           r.Cap,
+		HasGrant:      r.HasGrant,
+	}
+}
+
+func fromWire(w *peerpb.Report) counters.Report {
+	return counters.Report{
+		Key: counters.Key{
+			Tenant: w.Tenant, Endpoint: w.Endpoint, Method: w.Method,
+			Period:      time.Duration(w.PeriodMs) * time.Millisecond,
+			WindowStart: w.WindowStartMs * int64(time.Millisecond),
+		},
+		Threshold: w.Threshold,
+		Algorithm: counters.Algorithm(w.Algorithm),
+		Own:       w.Own,
+		Demand:    w.Demand,
+		Cap:       w.Cap,
+		HasGrant:  w.HasGrant,
+	}
+}
+
+// Sweep drops expired windows from the table and the owner.
+func (e *Engine) Sweep(now time.Time) {
+	e.table.Sweep(now)
+	e.owner.Sweep(now)
+}

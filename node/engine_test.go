@@ -1,0 +1,271 @@
+package node
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/peerlimit/peerlimit/counters"
+	"github.com/peerlimit/peerlimit/internal/peerpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// cluster is a set of engines wired in memory, on virtual time.
+type cluster struct {
+	t       testing.TB
+	engines map[string]*Engine
+	names   []string
+	cut     map[[2]string]bool // pairs that cannot talk
+}
+
+func newCluster(t testing.TB, n int, p Policy) *cluster {
+	c := &cluster{t: t, engines: map[string]*Engine{}, cut: map[[2]string]bool{}}
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("n%d", i)
+		e, err := NewEngine(EngineConfig{Name: name, Incarnation: 1, Policy: p, Table: counters.DefaultConfig(), Ring: ringDefault()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.engines[name] = e
+		c.names = append(c.names, name)
+	}
+	c.setMembers(t0, c.names...)
+	return c
+}
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+func (c *cluster) setMembers(now time.Time, names ...string) {
+	for _, n := range names {
+		c.engines[n].SetMembers(now, names)
+	}
+}
+
+// sync runs one interval on every engine: every batch is delivered unless
+// the pair is cut, in which case the call fails.
+func (c *cluster) sync(now time.Time) (calls int) {
+	for _, name := range c.names {
+		e := c.engines[name]
+		for _, b := range e.Prepare(now) {
+			calls++
+			if c.cut[[2]string{name, b.Owner}] || c.engines[b.Owner] == nil {
+				e.Fail(now, b)
+				continue
+			}
+			resp, err := c.engines[b.Owner].Handle(now, b.Req)
+			if err != nil {
+				c.t.Fatalf("%s -> %s: %v", name, b.Owner, err)
+			}
+			if err := e.Apply(now, b, resp); err != nil {
+				c.t.Fatal(err)
+			}
+		}
+	}
+	return calls
+}
+
+func (c *cluster) partition(a, b []string) {
+	for _, x := range a {
+		for _, y := range b {
+			c.cut[[2]string{x, y}], c.cut[[2]string{y, x}] = true, true
+		}
+	}
+}
+
+func limit(threshold int64) []counters.Limit {
+	return []counters.Limit{{Tenant: "org1", Endpoint: "/p/*", Method: "GET", Period: 10 * time.Second, Threshold: threshold}}
+}
+
+func TestEngineConvergesToGlobalTotal(t *testing.T) {
+	c := newCluster(t, 3, PolicyOptimistic)
+	now := t0.Add(time.Second)
+	for i := 0; i < 30; i++ { // 10 requests on each node
+		c.engines[c.names[i%3]].Take(now, limit(1000), 1)
+	}
+	calls := c.sync(now)
+	if calls > 2*3 {
+		t.Errorf("%d calls for one key: want at most one per remote owner per node", calls)
+	}
+	c.sync(now) // the second round brings the final total to everyone
+	for _, name := range c.names {
+		e := c.engines[name].Table().Get("org1", "/p/*", "GET", 10*time.Second)
+		e.Lock()
+		g := e.Current().Global
+		e.Unlock()
+		if g != 30 {
+			t.Errorf("%s: global = %d, want 30", name, g)
+		}
+	}
+}
+
+func TestEngineDuplicateBatchNeverDoubleCounts(t *testing.T) {
+	c := newCluster(t, 2, PolicyOptimistic)
+	now := t0.Add(time.Second)
+	var sender, owner *Engine
+	for _, n := range c.names { // find a node that does not own the key
+		o, _ := c.engines[n].Ring().Owner(limit(1)[0].Hash())
+		if o != n {
+			sender, owner = c.engines[n], c.engines[o]
+		}
+	}
+	for i := 0; i < 5; i++ {
+		sender.Take(now, limit(100), 1)
+	}
+	bs := sender.Prepare(now)
+	if len(bs) != 1 {
+		t.Fatalf("%d batches, want 1", len(bs))
+	}
+	// Deliver the same bytes three times (a retry after a lost answer, and
+	// a duplicate), the way the network would.
+	raw, _ := proto.Marshal(bs[0].Req)
+	var last *peerpb.SyncResponse
+	for i := 0; i < 3; i++ {
+		var req peerpb.SyncRequest
+		if err := proto.Unmarshal(raw, &req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := owner.Handle(now, &req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = resp
+	}
+	if g := last.Totals[0].Global; g != 5 {
+		t.Fatalf("global after 3 deliveries = %d, want 5", g)
+	}
+}
+
+func TestEngineOwnerChangeLosesNoCount(t *testing.T) {
+	c := newCluster(t, 3, PolicyOptimistic)
+	now := t0.Add(time.Second)
+	for i := 0; i < 30; i++ {
+		c.engines[c.names[i%3]].Take(now, limit(1000), 1)
+	}
+	c.sync(now)
+	owner, _ := c.engines["n0"].Ring().Owner(limit(1)[0].Hash())
+	// The owner crashes; the survivors' ring moves the key to a new owner
+	// that has never seen it. Nobody takes a request meanwhile.
+	var survivors []string
+	for _, n := range c.names {
+		if n != owner {
+			survivors = append(survivors, n)
+		}
+	}
+	delete(c.engines, owner)
+	c.names = survivors
+	now = now.Add(time.Second)
+	c.setMembers(now, survivors...)
+	c.sync(now)
+	c.sync(now)
+	for _, n := range survivors {
+		e := c.engines[n].Table().Get("org1", "/p/*", "GET", 10*time.Second)
+		e.Lock()
+		g := e.Current().Global
+		e.Unlock()
+		// The crashed owner's own 10 are gone with it; the survivors' 20 must
+		// all be in the new owner's total.
+		if g != 20 {
+			t.Errorf("%s: global after owner change = %d, want the survivors' 20", n, g)
+		}
+	}
+}
+
+func TestEngineRejectsBadBatches(t *testing.T) {
+	c := newCluster(t, 2, PolicyLease)
+	e := c.engines["n0"]
+	good := func() *peerpb.Report {
+		return &peerpb.Report{Tenant: "t", Endpoint: "/p", Method: "GET", PeriodMs: 1000, WindowStartMs: 5000, Threshold: 10, Own: 1}
+	}
+	long := make([]byte, MaxKeyBytes+1)
+	for _, tc := range []struct {
+		name string
+		req  *peerpb.SyncRequest
+	}{
+		{"no origin", &peerpb.SyncRequest{}},
+		{"stranger", &peerpb.SyncRequest{Origin: "mallory", Reports: []*peerpb.Report{good()}}},
+		{"nil report", &peerpb.SyncRequest{Origin: "n1", Reports: []*peerpb.Report{nil}}},
+		{"long key", &peerpb.SyncRequest{Origin: "n1", Reports: []*peerpb.Report{func() *peerpb.Report { r := good(); r.Tenant = string(long); return r }()}}},
+		{"zero period", &peerpb.SyncRequest{Origin: "n1", Reports: []*peerpb.Report{func() *peerpb.Report { r := good(); r.PeriodMs = 0; return r }()}}},
+		{"misaligned window", &peerpb.SyncRequest{Origin: "n1", Reports: []*peerpb.Report{func() *peerpb.Report { r := good(); r.WindowStartMs = 5001; return r }()}}},
+		{"negative own", &peerpb.SyncRequest{Origin: "n1", Reports: []*peerpb.Report{func() *peerpb.Report { r := good(); r.Own = -1; return r }()}}},
+		{"absurd threshold", &peerpb.SyncRequest{Origin: "n1", Reports: []*peerpb.Report{func() *peerpb.Report { r := good(); r.Threshold = MaxCount + 1; return r }()}}},
+		{"bad algorithm", &peerpb.SyncRequest{Origin: "n1", Reports: []*peerpb.Report{func() *peerpb.Report { r := good(); r.Algorithm = 7; return r }()}}},
+	} {
+		if _, err := e.Handle(t0, tc.req); err == nil {
+			t.Errorf("%s: accepted", tc.name)
+		}
+	}
+	if _, err := e.Handle(t0, &peerpb.SyncRequest{Origin: "n1", Reports: []*peerpb.Report{good()}}); err != nil {
+		t.Fatalf("good batch rejected: %v", err)
+	}
+	if st := e.Owner().Stats(); st.Windows != 1 {
+		t.Fatalf("owner holds %d windows after one good report, want 1 (bad batches must add nothing)", st.Windows)
+	}
+}
+
+// runWindow drives a cluster through one whole window of traffic: every
+// tick, each node is offered its share of rate per second; every sync
+// interval the cluster syncs. It returns the admitted count.
+func runWindow(c *cluster, start time.Time, threshold int64, rate float64, weights []float64, sync time.Duration) (admitted int64) {
+	const tick = 10 * time.Millisecond
+	acc := make([]float64, len(c.names))
+	nextSync := start.Add(sync)
+	for now := start; now.Before(start.Add(10 * time.Second)); now = now.Add(tick) {
+		for i, name := range c.names {
+			acc[i] += rate * weights[i] * tick.Seconds()
+			for acc[i] >= 1 {
+				acc[i]--
+				if d, _ := c.engines[name].Take(now, limit(threshold), 1); d.Allowed {
+					admitted++
+				}
+			}
+		}
+		if !now.Before(nextSync) {
+			c.sync(now)
+			nextSync = nextSync.Add(sync)
+		}
+	}
+	return admitted
+}
+
+func TestEnginePoliciesOnSkewedOverload(t *testing.T) {
+	const threshold = 1000
+	for _, tc := range []struct {
+		policy   Policy
+		weights  []float64
+		sync     time.Duration
+		min, max int64
+	}{
+		{PolicyLease, []float64{0.9, 0.05, 0.05}, 100 * time.Millisecond, 950, 1010},
+		{PolicyLease, []float64{1. / 3, 1. / 3, 1. / 3}, time.Second, 950, 1010},
+		{PolicyLease, []float64{0.9, 0.05, 0.05}, time.Second, 950, 1010},
+		{PolicyStatic, []float64{0.9, 0.05, 0.05}, 100 * time.Millisecond, 0, 1000},
+		{PolicyOptimistic, []float64{1. / 3, 1. / 3, 1. / 3}, time.Second, 1000, 2000},
+	} {
+		name := fmt.Sprintf("%s/%v/%v", tc.policy, tc.weights, tc.sync)
+		c := newCluster(t, 3, tc.policy)
+		// Start a window after t0 so the measured one is complete; 2x overload.
+		got := runWindow(c, t0.Add(10*time.Second), threshold, 2*threshold/10.0, tc.weights, tc.sync)
+		t.Logf("%s: admitted %d of %d", name, got, threshold)
+		if got < tc.min || got > tc.max {
+			t.Errorf("%s: admitted %d, want %d..%d", name, got, tc.min, tc.max)
+		}
+	}
+}
+
+func TestEngineLeasePartitionStaysWithinLimit(t *testing.T) {
+	const threshold = 900
+	c := newCluster(t, 3, PolicyLease)
+	// One window of normal traffic, then a 2|1 partition for a whole window.
+	runWindow(c, t0.Add(10*time.Second), threshold, 2*threshold/10.0, []float64{1. / 3, 1. / 3, 1. / 3}, 100*time.Millisecond)
+	cutAt := t0.Add(20 * time.Second)
+	c.partition([]string{"n0", "n1"}, []string{"n2"})
+	c.engines["n0"].SetMembers(cutAt, []string{"n0", "n1"})
+	c.engines["n1"].SetMembers(cutAt, []string{"n0", "n1"})
+	c.engines["n2"].SetMembers(cutAt, []string{"n2"})
+	got := runWindow(c, cutAt, threshold, 2*threshold/10.0, []float64{1. / 3, 1. / 3, 1. / 3}, 100*time.Millisecond)
+	t.Logf("partitioned window: admitted %d of %d", got, threshold)
+	if got > threshold*101/100 || got < threshold*95/100 {
+		t.Errorf("both sides together admitted %d, want %d..%d", got, threshold*95/100, threshold*101/100)
+	}
+}
