@@ -290,3 +290,49 @@ func TestLifecycleErrors(t *testing.T) {
 		t.Errorf("Start with a cancelled context = %v", err)
 	}
 }
+
+func TestStartHonoursContextDuringInitialJoin(t *testing.T) {
+	// A seed that accepts TCP connections and never answers: the join
+	// hangs until memberlist's TCP timeout (1 s in ProfileLocal).
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 16)
+	defer func() {
+		_ = ln.Close()
+		for len(accepted) > 0 {
+			_ = (<-accepted).Close()
+		}
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case accepted <- c: // held open, silent, until the test ends
+			default:
+				_ = c.Close()
+			}
+		}
+	}()
+	g, err := New(localConfig("x", ln.Addr().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = g.Start(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Start = %v, want DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Start returned after %v", d)
+	}
+	if _, err := g.Join(nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("after a failed Start, Join = %v, want ErrClosed", err)
+	}
+}

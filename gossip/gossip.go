@@ -102,9 +102,11 @@ func New(cfg Config) (*Gossip, error) {
 // membership dispatcher and the rejoin loop. A seed that cannot be reached
 // is logged, not returned: the rejoin loop keeps trying it.
 //
-// Start waits for the first join attempt. Each unreachable seed may cost up
-// to the profile's TCP timeout (1 s local, 10 s LAN); if ctx ends first,
-// Start shuts the node down and returns ctx's error.
+// Start waits for the first join attempt. An unreachable seed may cost up
+// to the profile's TCP timeout (1 s local, 10 s LAN; seeds are tried in
+// parallel). If ctx ends first, Start shuts the node down and returns ctx's
+// error, once the attempt in flight has given up (at most one TCP timeout
+// later).
 func (g *Gossip) Start(ctx context.Context) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -128,6 +130,15 @@ func (g *Gossip) Start(ctx context.Context) error {
 	mc.Alive = aliveFilter{g}
 	mc.Logger = newMemberlistLogger(g.cfg.Logger)
 	mc.Label = g.cfg.Label
+	if len(g.cfg.SecretKeys) > 0 {
+		kr, err := memberlist.NewKeyring(g.cfg.SecretKeys, g.cfg.SecretKeys[0])
+		if err != nil {
+			return fmt.Errorf("gossip: keyring: %w", err)
+		}
+		mc.Keyring = kr
+		mc.GossipVerifyIncoming = true
+		mc.GossipVerifyOutgoing = true
+	}
 	transport := g.cfg.Transport
 	if transport == nil {
 		nt, err := newNetTransport(g.cfg.BindAddr, g.cfg.BindPort, mc.Logger)
@@ -144,23 +155,13 @@ func (g *Gossip) Start(ctx context.Context) error {
 	if g.cfg.AdvertiseAddr != "" && g.cfg.AdvertisePort == 0 {
 		mc.AdvertisePort = mc.BindPort
 	}
-	if len(g.cfg.SecretKeys) > 0 {
-		kr, err := memberlist.NewKeyring(g.cfg.SecretKeys, g.cfg.SecretKeys[0])
-		if err != nil {
-			_ = transport.Shutdown()
-			return fmt.Errorf("gossip: keyring: %w", err)
-		}
-		mc.Keyring = kr
-		mc.GossipVerifyIncoming = true
-		mc.GossipVerifyOutgoing = true
-		g.keyring = kr
-	}
 
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		_ = transport.Shutdown()
 		return fmt.Errorf("gossip: create memberlist: %w", err)
 	}
+	g.keyring = mc.Keyring
 	g.ml.Store(ml)
 	g.membersMu.Lock()
 	g.self = g.members[g.cfg.Name] // NotifyJoin(self) ran inside Create
@@ -175,7 +176,7 @@ func (g *Gossip) Start(ctx context.Context) error {
 	case <-first:
 		return nil
 	case <-ctx.Done():
-		g.shutdownLocked()
+		_ = g.shutdownLocked()
 		return fmt.Errorf("gossip: start: initial join: %w", ctx.Err())
 	}
 }
