@@ -206,8 +206,10 @@ const tierOK = `
         threshold: 100
 `
 
-func TestParseErrors(t *testing.T) {
-	cases := []errCase{
+// errCases returns the loader's error table; FuzzParse seeds its corpus
+// with it.
+func errCases() []errCase {
+	return []errCase{
 		{name: "empty file", yaml: ``, line: 0, msg: "file is empty"},
 		{name: "comments only", yaml: "# nothing\n\n", msg: "file is empty"},
 		{name: "null document", yaml: "---\n", msg: "file is empty"},
@@ -632,7 +634,10 @@ slas:
     tiers: [{period: 1, threshold: 5}, {period: 2, threshold: 5}, {period: 3, threshold: 5}, {period: 4, threshold: 5}, {period: 5, threshold: 5}, {period: 6, threshold: 5}, {period: 7, threshold: 5}, {period: 8, threshold: 5}, {period: 9, threshold: 5}, {period: 10, threshold: 5}, {period: 11, threshold: 5}, {period: 12, threshold: 5}, {period: 13, threshold: 5}, {period: 14, threshold: 5}, {period: 15, threshold: 5}, {period: 16, threshold: 5}, {period: 17, threshold: 5}]
 `, line: 4, sla: `sla "a"`, field: "tiers", msg: "17 tiers, at most 16"},
 	}
-	for _, c := range cases {
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, c := range errCases() {
 		t.Run(c.name, func(t *testing.T) {
 			l, err := Parse("limits.yaml", y(c.yaml), c.opts...)
 			if err == nil {

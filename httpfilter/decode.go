@@ -31,6 +31,7 @@ const (
 	maxDescription   = 1024
 	maxNodes         = 1_000_000 // YAML nodes visited, aliases expanded
 	maxAliasDepth    = 64
+	maxDepth         = 200 // nesting, aliases expanded; a limits file needs about 8
 	periodFieldUnits = "a number of seconds or a duration such as \"500ms\", \"10s\" or \"1m\""
 )
 
@@ -136,8 +137,8 @@ func (d *decoder) parse(data []byte) *Limits {
 		return l
 	}
 	root := doc.Content[0]
-	if n := countNodes(root, maxNodes, 0); n > maxNodes {
-		d.errorf(fileScope, root.Line, "", "document too large: more than %d YAML nodes (aliases expanded)", maxNodes)
+	if budget := maxNodes; !withinBudget(root, &budget, 0) {
+		d.errorf(fileScope, root.Line, "", "document too large: more than %d YAML nodes (aliases expanded) or nested deeper than %d", maxNodes, maxDepth)
 		return l
 	}
 	root = resolve(root)
@@ -180,26 +181,28 @@ func (d *decoder) parse(data []byte) *Limits {
 	return l
 }
 
-// countNodes counts the nodes of the tree with aliases expanded, stopping
-// as soon as the count exceeds limit (so it costs at most limit steps).
-func countNodes(n *yaml.Node, limit, depth int) int {
+// withinBudget reports whether the tree, with aliases expanded, has at most
+// *budget nodes and nests at most maxDepth deep. Every visit spends one unit
+// of the budget, so the check itself costs at most *budget steps, even for
+// alias bombs and alias cycles (which the YAML parser lets through when
+// decoding into a yaml.Node).
+func withinBudget(n *yaml.Node, budget *int, depth int) bool {
 	if n == nil {
-		return 0
+		return true
 	}
-	if depth > maxAliasDepth*64 { // deeper than any limits file; the parser caps nesting too
-		return limit + 1
+	*budget--
+	if *budget < 0 || depth > maxDepth {
+		return false
 	}
 	if n.Kind == yaml.AliasNode {
-		return countNodes(n.Alias, limit, depth+1)
+		return withinBudget(n.Alias, budget, depth+1)
 	}
-	c := 1
 	for _, ch := range n.Content {
-		c += countNodes(ch, limit-c, depth+1)
-		if c > limit {
-			return c
+		if !withinBudget(ch, budget, depth+1) {
+			return false
 		}
 	}
-	return c
+	return true
 }
 
 // resolve follows aliases. Alias cycles are rejected by the parser; the
