@@ -55,6 +55,10 @@ func (c *conn) Close() error {
 // gRPC listen address of every node must be registered). The dial fails with
 // [ErrBlocked] while the pair is cut; a connection established earlier is
 // closed when the pair becomes cut, and its Read and Write fail from then on.
+//
+// gRPC passes the resolved address ("127.0.0.1:port") to the dialer, so
+// register that form, e.g. tb.Register("a", gossipAddr, grpcAddr), and use
+// grpc.WithContextDialer(faultnet.Dialer(tb, "a")).
 func Dialer(t *Table, selfNode string) func(ctx context.Context, addr string) (net.Conn, error) {
 	return func(ctx context.Context, addr string) (net.Conn, error) {
 		blocked := func() bool {
