@@ -53,8 +53,8 @@ func (p Policy) rule() counters.Policy {
 
 // Limits on what a peer may send, checked on every inbound batch.
 const (
-	MaxKeyBytes   = 1024            // tenant + endpoint + method
-	MaxCount      = int64(1e15)     // any count or threshold
+	MaxKeyBytes   = 1024        // tenant + endpoint + method
+	MaxCount      = int64(1e15) // any count or threshold
 	MaxPeriodMs   = int64(366 * 24 * time.Hour / time.Millisecond)
 	MaxOriginSize = 256
 )
@@ -86,6 +86,10 @@ type EngineConfig struct {
 	// OwnerWindows bounds the windows this member aggregates as an owner.
 	// Default 200,000.
 	OwnerWindows int
+	// Central, if set, names a single place (a backing store) that every
+	// window is reported to, instead of its owner on the ring: Prepare then
+	// returns one batch, whose Owner is Central, with every changed window.
+	Central string
 }
 
 // Engine is the node's sync logic as a pure state machine: decisions,
@@ -248,7 +252,10 @@ func (e *Engine) Prepare(now time.Time) []*Batch {
 	var local []ref
 	var localReps []counters.Report
 	e.table.Range(func(en *counters.Entry) bool {
-		owner, ok := e.ring.Owner(en.Hash())
+		owner, ok := e.cfg.Central, true
+		if owner == "" {
+			owner, ok = e.ring.Owner(en.Hash())
+		}
 		if !ok {
 			return true
 		}

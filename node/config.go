@@ -1,0 +1,176 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/peerlimit/peerlimit/counters"
+	"github.com/peerlimit/peerlimit/gossip"
+	"github.com/peerlimit/peerlimit/internal/peerpb"
+	"github.com/peerlimit/peerlimit/ring"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ProtoVersion is the peer protocol version this node speaks, published in
+// its gossip metadata.
+const ProtoVersion = 1
+
+// Store is a central place to sum counts instead of peer owners (Redis, in
+// seed 000's design). When Config.Store is set, every interval the node sends
+// all its changed windows to the store in one call and caches the totals.
+type Store interface {
+	Sync(ctx context.Context, origin string, incarnation uint64, reports []*peerpb.Report) ([]*peerpb.Total, error)
+}
+
+// Config configures a Node. Start from DefaultConfig.
+type Config struct {
+	// Name is this instance's unique name in the cluster. Required.
+	Name string
+
+	// Policy is the admission policy: PolicyLease (default), PolicyOptimistic
+	// or PolicyStatic. Every node of a cluster should use the same.
+	Policy Policy
+
+	// SyncInterval is how often the node sends each owner one batch with its
+	// changed counts. Default 200 ms: short enough that a lease moves to
+	// where demand is within a fraction of a typical 1-10 s window and the
+	// optimistic rule's overshoot (one interval of traffic per extra
+	// instance) stays small; long enough that the cost — one call per peer
+	// per interval, whatever the number of keys — is negligible. The seed
+	// used 1 s.
+	SyncInterval time.Duration
+
+	// CallTimeout bounds each sync call. Default: SyncInterval. A call that
+	// times out is retried at the next interval with nothing lost.
+	CallTimeout time.Duration
+
+	// Gossip configures membership (bind address, seeds, encryption key,
+	// label, timing profile). Name and GRPCAddr are filled in by the node.
+	Gossip gossip.Config
+
+	// GRPCAddr is where the peer gRPC server listens. Default
+	// "127.0.0.1:0" (an OS-chosen port, published through gossip). Ignored
+	// when GRPCListener is set.
+	GRPCAddr string
+	// GRPCListener, if set, is used instead of listening on GRPCAddr.
+	GRPCListener net.Listener
+
+	// ServerTLS and ClientTLS turn on TLS (mutual TLS when the server
+	// requires client certificates) for peer gRPC traffic. Default nil:
+	// plaintext, suitable only on a trusted network.
+	ServerTLS *tls.Config
+	ClientTLS *tls.Config
+
+	// Dialer, if set, dials peers (tests use it to cut the network).
+	Dialer func(ctx context.Context, addr string) (net.Conn, error)
+
+	// MaxMessageBytes bounds a sync message in both directions. Default
+	// 16 MiB (about 250,000 reports).
+	MaxMessageBytes int
+
+	// Table, Ring, MaxBatch, MaxPeriod and OwnerWindows configure the
+	// engine; see EngineConfig. Table defaults to counters.DefaultConfig
+	// (100,000 keys), Ring to ring.DefaultConfig.
+	Table        counters.Config
+	Ring         ring.Config
+	MaxBatch     int
+	MaxPeriod    time.Duration
+	OwnerWindows int
+
+	// Store, if set, sums counts centrally instead of at peer owners. See
+	// Store.
+	Store Store
+	// FailClosed, with a Store: deny every request while the store cannot
+	// be reached. Default false: fail open, each instance falling back to
+	// its static share.
+	FailClosed bool
+
+	// Registry receives the node's metrics. Default: a new registry per
+	// node (never the global one), available from Node.Registry.
+	Registry *prometheus.Registry
+
+	// Logger receives structured logs. Default: discard.
+	Logger *slog.Logger
+
+	// Clock returns the current time. Default time.Now.
+	Clock func() time.Time
+}
+
+// DefaultConfig returns a Config with every default filled in except Name.
+func DefaultConfig() Config {
+	return Config{
+		Policy:          PolicyLease,
+		SyncInterval:    200 * time.Millisecond,
+		Gossip:          gossip.DefaultConfig(),
+		GRPCAddr:        "127.0.0.1:0",
+		MaxMessageBytes: 16 << 20,
+		Table:           counters.DefaultConfig(),
+		Ring:            ring.DefaultConfig(),
+	}
+}
+
+// LocalConfig is DefaultConfig with the fast local gossip profile (a crash
+// noticed in about a second), for tests and the demo.
+func LocalConfig(name string) Config {
+	c := DefaultConfig()
+	c.Name = name
+	c.Gossip.Profile = gossip.ProfileLocal
+	return c
+}
+
+// Validate reports the first field out of range.
+func (c Config) Validate() error {
+	switch {
+	case c.Name == "":
+		return fmt.Errorf("node: Config.Name must be set")
+	case c.SyncInterval < time.Millisecond:
+		return fmt.Errorf("node: Config.SyncInterval must be >= 1ms, got %v", c.SyncInterval)
+	case c.CallTimeout < 0:
+		return fmt.Errorf("node: Config.CallTimeout must be >= 0, got %v", c.CallTimeout)
+	case c.MaxMessageBytes < 0:
+		return fmt.Errorf("node: Config.MaxMessageBytes must be >= 0, got %d", c.MaxMessageBytes)
+	}
+	if _, err := ParsePolicy(string(c.Policy)); err != nil {
+		return fmt.Errorf("node: Config.Policy: %w", err)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Policy == "" {
+		c.Policy = d.Policy
+	}
+	if c.SyncInterval == 0 {
+		c.SyncInterval = d.SyncInterval
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = c.SyncInterval
+	}
+	if c.GRPCAddr == "" {
+		c.GRPCAddr = d.GRPCAddr
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = d.MaxMessageBytes
+	}
+	if c.Table.MaxEntries == 0 {
+		c.Table = d.Table
+	}
+	if c.Ring.PartitionCount == 0 {
+		c.Ring = d.Ring
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	return c
+}

@@ -1,0 +1,79 @@
+package node
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the node's Prometheus series, on its own registry.
+type metrics struct {
+	allowed, denied   prometheus.Counter
+	decisionSeconds   prometheus.Observer
+	syncOK, syncError prometheus.Counter
+	syncSeconds       prometheus.Observer
+	syncBytes         prometheus.Counter
+	batchReports      prometheus.Observer
+	inboundRejected   prometheus.Counter
+	members           prometheus.Gauge
+	storeDown         prometheus.Gauge
+}
+
+func newMetrics(reg *prometheus.Registry, n *Node) *metrics {
+	decisions := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "peerlimit_decisions_total", Help: "Rate-limit decisions by result.",
+	}, []string{"result"})
+	syncCalls := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "peerlimit_sync_calls_total", Help: "Sync calls sent to owners (or the store), by result.",
+	}, []string{"result"})
+	decisionSeconds := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "peerlimit_decision_seconds",
+		Help:    "Time to decide a request, sampled on one decision in 64.",
+		Buckets: []float64{50e-9, 100e-9, 200e-9, 500e-9, 1e-6, 2e-6, 5e-6, 10e-6, 100e-6},
+	})
+	syncSeconds := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "peerlimit_sync_call_seconds", Help: "Latency of sync calls.",
+		Buckets: prometheus.ExponentialBuckets(100e-6, 2.5, 12),
+	})
+	batchReports := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "peerlimit_sync_batch_reports", Help: "Reports per sync batch.",
+		Buckets: prometheus.ExponentialBuckets(1, 4, 10),
+	})
+	syncBytes := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "peerlimit_sync_bytes_total", Help: "Bytes of sync requests sent.",
+	})
+	inboundRejected := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "peerlimit_sync_inbound_rejected_total", Help: "Inbound sync batches rejected as invalid.",
+	})
+	members := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "peerlimit_members", Help: "Alive members in this node's view, itself included.",
+	})
+	storeDown := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "peerlimit_store_down", Help: "1 while the backing store cannot be reached.",
+	})
+	keys := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "peerlimit_keys_cached", Help: "Counter series held locally.",
+	}, func() float64 { return float64(n.engine.Table().Len()) })
+	owned := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "peerlimit_windows_owned", Help: "Windows this node aggregates as their owner.",
+	}, func() float64 { return float64(n.engine.Owner().Stats().Windows) })
+	evicted := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "peerlimit_evictions_total", Help: "Live counter series evicted to stay within the table's bound.",
+	}, func() float64 { return float64(n.engine.Table().Stats().Evicted) })
+	expired := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "peerlimit_expired_total", Help: "Counter series removed after their last window.",
+	}, func() float64 { return float64(n.engine.Table().Stats().Expired) })
+	reg.MustRegister(decisions, syncCalls, decisionSeconds, syncSeconds, batchReports, syncBytes,
+		inboundRejected, members, storeDown, keys, owned, evicted, expired)
+	return &metrics{
+		allowed:         decisions.WithLabelValues("allowed"),
+		denied:          decisions.WithLabelValues("denied"),
+		decisionSeconds: decisionSeconds,
+		syncOK:          syncCalls.WithLabelValues("ok"),
+		syncError:       syncCalls.WithLabelValues("error"),
+		syncSeconds:     syncSeconds,
+		syncBytes:       syncBytes,
+		batchReports:    batchReports,
+		inboundRejected: inboundRejected,
+		members:         members,
+		storeDown:       storeDown,
+	}
+}

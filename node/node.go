@@ -1,0 +1,491 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/peerlimit/peerlimit/counters"
+	"github.com/peerlimit/peerlimit/gossip"
+	"github.com/peerlimit/peerlimit/internal/peerpb"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// Node is one instance of a peerlimit cluster, embedded in a service: it
+// decides requests from local memory and, in the background, gossips
+// membership and syncs counts with the owners of its keys.
+//
+// Lifecycle: New (starts nothing), Start, then Close. All methods are safe
+// for concurrent use. The zero value is not usable.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	engine *Engine
+	m      *metrics
+	gossip *gossip.Gossip
+
+	grpcServer *grpc.Server
+	health     *health.Server
+	lis        net.Listener
+
+	peersMu sync.Mutex
+	peers   map[string]*peer // by member name
+
+	decisions atomic.Uint64 // for sampling the latency metric
+	storeDown atomic.Bool
+	syncCalls atomic.Uint64
+	syncBytes atomic.Uint64
+
+	state   atomic.Int32 // 0 new, 1 started, 2 closed
+	stop    chan struct{}
+	loopsWG sync.WaitGroup
+	closeMu sync.Mutex
+}
+
+type peer struct {
+	addr   string
+	conn   *grpc.ClientConn
+	client peerpb.PeerClient
+}
+
+// New validates cfg and builds a node. It opens no socket and starts no
+// goroutine.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	central := ""
+	if cfg.Store != nil {
+		central = "store"
+	}
+	eng, err := NewEngine(EngineConfig{
+		Name:         cfg.Name,
+		Incarnation:  uint64(cfg.Clock().UnixNano()),
+		Policy:       cfg.Policy,
+		Table:        cfg.Table,
+		Ring:         cfg.Ring,
+		MaxBatch:     cfg.MaxBatch,
+		MaxPeriod:    cfg.MaxPeriod,
+		OwnerWindows: cfg.OwnerWindows,
+		Central:      central,
+	})
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:    cfg,
+		log:    cfg.Logger.With("node", cfg.Name),
+		engine: eng,
+		peers:  map[string]*peer{},
+		stop:   make(chan struct{}),
+	}
+	n.m = newMetrics(cfg.Registry, n)
+	return n, nil
+}
+
+// Engine returns the node's sync engine (its counters, ring and owner).
+func (n *Node) Engine() *Engine { return n.engine }
+
+// Name returns the node's member name.
+func (n *Node) Name() string { return n.cfg.Name }
+
+// Registry returns the node's metrics registry.
+func (n *Node) Registry() *prometheus.Registry { return n.cfg.Registry }
+
+// MetricsHandler serves the node's metrics in the Prometheus format; mount
+// it at /metrics.
+func (n *Node) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(n.cfg.Registry, promhttp.HandlerOpts{Registry: n.cfg.Registry})
+}
+
+// GRPCAddr returns the address the peer server listens on (after Start).
+func (n *Node) GRPCAddr() string {
+	if n.lis == nil {
+		return ""
+	}
+	return n.lis.Addr().String()
+}
+
+// GossipAddr returns the gossip address (after Start), for seeds.
+func (n *Node) GossipAddr() string {
+	if n.gossip == nil {
+		return ""
+	}
+	return n.gossip.LocalMember().Addr
+}
+
+// Gossip returns the node's gossip member (after Start), for key rotation.
+func (n *Node) Gossip() *gossip.Gossip { return n.gossip }
+
+// Take decides one request of the given cost against all its limits, from
+// local memory only: no network call, ever. See counters.Table.Take.
+func (n *Node) Take(ctx context.Context, limits []counters.Limit, cost int64) (counters.Decision, error) {
+	sample := n.decisions.Add(1)%64 == 0
+	var start time.Time
+	if sample {
+		start = time.Now()
+	}
+	d, err := n.engine.Take(n.cfg.Clock(), limits, cost)
+	if err != nil {
+		return d, err
+	}
+	if d.Allowed {
+		n.m.allowed.Inc()
+	} else {
+		n.m.denied.Inc()
+	}
+	if sample {
+		n.m.decisionSeconds.Observe(time.Since(start).Seconds())
+	}
+	return d, nil
+}
+
+// Allow is Take with a cost of 1.
+func (n *Node) Allow(ctx context.Context, limits ...counters.Limit) (counters.Decision, error) {
+	return n.Take(ctx, limits, 1)
+}
+
+// Wait blocks until a request of cost 1 is admitted by every limit, or ctx
+// ends (then it returns ctx's error and charges nothing). This is the
+// client-side use: a caller that paces itself instead of being refused.
+func (n *Node) Wait(ctx context.Context, limits ...counters.Limit) error {
+	for {
+		d, err := n.Take(ctx, limits, 1)
+		if err != nil || d.Allowed {
+			return err
+		}
+		// Retry when the window allows, or sooner if a sync may bring a
+		// bigger lease.
+		wait := min(max(d.RetryAfter, time.Millisecond), n.cfg.SyncInterval)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Start listens for peers, joins the cluster and starts the sync loop.
+func (n *Node) Start(ctx context.Context) error {
+	if !n.state.CompareAndSwap(0, 1) {
+		return errors.New("node: already started or closed")
+	}
+	lis := n.cfg.GRPCListener
+	if lis == nil {
+		var err error
+		lis, err = net.Listen("tcp", n.cfg.GRPCAddr)
+		if err != nil {
+			return fmt.Errorf("node: listen %s: %w", n.cfg.GRPCAddr, err)
+		}
+	}
+	n.lis = lis
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(n.cfg.MaxMessageBytes),
+		grpc.MaxSendMsgSize(n.cfg.MaxMessageBytes),
+		// Clients ping every 10 s; allow that (MinTime <= client Time).
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	}
+	if n.cfg.ServerTLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(n.cfg.ServerTLS)))
+	}
+	n.grpcServer = grpc.NewServer(opts...)
+	peerpb.RegisterPeerServer(n.grpcServer, &server{n: n})
+	n.health = health.NewServer()
+	healthpb.RegisterHealthServer(n.grpcServer, n.health)
+	go func() {
+		if err := n.grpcServer.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			n.log.Error("grpc server stopped", "err", err)
+		}
+	}()
+
+	gc := n.cfg.Gossip
+	gc.Name = n.cfg.Name
+	gc.GRPCAddr = lis.Addr().String()
+	gc.Proto = ProtoVersion
+	if gc.Logger == nil {
+		gc.Logger = n.cfg.Logger
+	}
+	gc.OnMembers = n.onMembers
+	g, err := gossip.New(gc)
+	if err != nil {
+		n.grpcServer.Stop()
+		return fmt.Errorf("node: %w", err)
+	}
+	n.gossip = g
+	if err := g.Start(ctx); err != nil {
+		n.grpcServer.Stop()
+		return fmt.Errorf("node: %w", err)
+	}
+	n.loopsWG.Add(1)
+	go n.syncLoop()
+	n.log.Info("node started", "grpc", gc.GRPCAddr, "gossip", g.LocalMember().Addr, "policy", n.cfg.Policy)
+	return nil
+}
+
+// onMembers is gossip's membership callback (serial, outside memberlist's
+// lock): it installs the new view and drops connections to departed peers.
+func (n *Node) onMembers(ms []gossip.Member) {
+	names := make([]string, 0, len(ms))
+	addrs := make(map[string]string, len(ms))
+	for _, m := range ms {
+		if m.Proto != ProtoVersion {
+			n.log.Warn("ignoring member with another protocol version", "member", m.Name, "proto", m.Proto)
+			continue
+		}
+		names = append(names, m.Name)
+		addrs[m.Name] = m.GRPCAddr
+	}
+	n.engine.SetMembers(n.cfg.Clock(), names)
+	n.m.members.Set(float64(len(names)))
+	n.peersMu.Lock()
+	for name, p := range n.peers {
+		if addrs[name] != p.addr { // gone, or moved
+			p.conn.Close()
+			delete(n.peers, name)
+		}
+	}
+	n.peersMu.Unlock()
+	n.log.Debug("membership", "members", names)
+}
+
+// peer returns the client of a member, dialling it once.
+func (n *Node) peer(name string) (*peer, error) {
+	n.peersMu.Lock()
+	defer n.peersMu.Unlock()
+	if p := n.peers[name]; p != nil {
+		return p, nil
+	}
+	var addr string
+	for _, m := range n.gossip.Members() {
+		if m.Name == name {
+			addr = m.GRPCAddr
+		}
+	}
+	if addr == "" {
+		return nil, fmt.Errorf("node: no address for member %q", name)
+	}
+	creds := insecure.NewCredentials()
+	if n.cfg.ClientTLS != nil {
+		creds = credentials.NewTLS(n.cfg.ClientTLS)
+	}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(n.cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(n.cfg.MaxMessageBytes)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
+	}
+	target := addr
+	if n.cfg.Dialer != nil {
+		opts = append(opts, grpc.WithContextDialer(n.cfg.Dialer))
+		target = "passthrough:///" + addr
+	}
+	conn, err := grpc.NewClient(target, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("node: dial %s (%s): %w", name, addr, err)
+	}
+	p := &peer{addr: addr, conn: conn, client: peerpb.NewPeerClient(conn)}
+	n.peers[name] = p
+	return p, nil
+}
+
+func (n *Node) syncLoop() {
+	defer n.loopsWG.Done()
+	t := time.NewTicker(n.cfg.SyncInterval)
+	defer t.Stop()
+	sweepEvery := max(1, int(time.Second/n.cfg.SyncInterval))
+	for i := 1; ; i++ {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+		n.SyncOnce(context.Background())
+		if i%sweepEvery == 0 {
+			n.engine.Sweep(n.cfg.Clock())
+		}
+	}
+}
+
+// SyncOnce runs one sync interval: one call per owner (or one to the store)
+// with every changed window, all in parallel, each within CallTimeout. The
+// sync loop calls it every SyncInterval; Close calls it once more to flush.
+func (n *Node) SyncOnce(ctx context.Context) {
+	now := n.cfg.Clock()
+	batches := n.engine.Prepare(now)
+	var wg sync.WaitGroup
+	for _, b := range batches {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n.send(ctx, b)
+		}()
+	}
+	wg.Wait()
+}
+
+func (n *Node) send(ctx context.Context, b *Batch) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.CallTimeout)
+	defer cancel()
+	size := proto.Size(b.Req)
+	n.m.syncBytes.Add(float64(size))
+	n.syncBytes.Add(uint64(size))
+	n.syncCalls.Add(1)
+	n.m.batchReports.Observe(float64(len(b.Req.Reports)))
+	start := time.Now()
+	resp, err := n.call(ctx, b)
+	n.m.syncSeconds.Observe(time.Since(start).Seconds())
+	now := n.cfg.Clock()
+	if err == nil {
+		err = n.engine.Apply(now, b, resp)
+	} else {
+		n.engine.Fail(now, b)
+	}
+	if err != nil {
+		n.m.syncError.Inc()
+		n.log.Debug("sync call failed", "owner", b.Owner, "reports", len(b.Req.Reports), "err", err)
+		n.storeHealth(err)
+		return
+	}
+	n.m.syncOK.Inc()
+	n.storeHealth(nil)
+}
+
+func (n *Node) call(ctx context.Context, b *Batch) (*peerpb.SyncResponse, error) {
+	if n.cfg.Store != nil {
+		totals, err := n.cfg.Store.Sync(ctx, b.Req.Origin, b.Req.Incarnation, b.Req.Reports)
+		if err != nil {
+			return nil, err
+		}
+		return &peerpb.SyncResponse{Totals: totals}, nil
+	}
+	p, err := n.peer(b.Owner)
+	if err != nil {
+		return nil, err
+	}
+	return p.client.Sync(ctx, b.Req)
+}
+
+// storeHealth switches the admission rule while the store is down: the
+// instance's static share (fail open) or nothing (fail closed).
+func (n *Node) storeHealth(err error) {
+	if n.cfg.Store == nil {
+		return
+	}
+	down := err != nil
+	if n.storeDown.Swap(down) == down {
+		return
+	}
+	if down {
+		n.m.storeDown.Set(1)
+		var p counters.Policy = counters.Static{}
+		mode := "open (static share)"
+		if n.cfg.FailClosed {
+			p, mode = counters.Closed{}, "closed (deny all)"
+		}
+		n.engine.Table().SetPolicy(p)
+		n.log.Warn("store unreachable: failing "+mode, "err", err)
+		return
+	}
+	n.m.storeDown.Set(0)
+	n.engine.Table().SetPolicy(n.cfg.Policy.rule())
+	n.log.Info("store reachable again")
+}
+
+// SyncStats returns the sync calls sent and their request bytes so far.
+func (n *Node) SyncStats() (calls, bytes uint64) { return n.syncCalls.Load(), n.syncBytes.Load() }
+
+// Close flushes the node's unreported counts to their owners, leaves the
+// cluster gracefully, and stops everything. It waits at most until ctx ends
+// for the flush and the leave.
+func (n *Node) Close(ctx context.Context) error {
+	n.closeMu.Lock()
+	defer n.closeMu.Unlock()
+	if n.state.Swap(2) != 1 {
+		return nil
+	}
+	close(n.stop)
+	n.loopsWG.Wait()
+	n.SyncOnce(ctx) // flush
+	var errs []error
+	timeout := time.Second
+	if d, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(d), 0)
+	}
+	if err := n.gossip.Leave(timeout); err != nil {
+		errs = append(errs, err)
+	}
+	if err := n.gossip.Shutdown(); err != nil {
+		errs = append(errs, err)
+	}
+	n.shutdownGRPC(ctx)
+	return errors.Join(errs...)
+}
+
+// Kill stops the node abruptly, as a crash would: no flush, no leave. For
+// tests and the demo's fault injection.
+func (n *Node) Kill() {
+	n.closeMu.Lock()
+	defer n.closeMu.Unlock()
+	if n.state.Swap(2) != 1 {
+		return
+	}
+	close(n.stop)
+	n.loopsWG.Wait()
+	n.gossip.Shutdown()
+	n.grpcServer.Stop()
+	n.closePeers()
+}
+
+func (n *Node) shutdownGRPC(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { n.grpcServer.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		n.grpcServer.Stop()
+	}
+	n.closePeers()
+}
+
+func (n *Node) closePeers() {
+	n.peersMu.Lock()
+	defer n.peersMu.Unlock()
+	for name, p := range n.peers {
+		p.conn.Close()
+		delete(n.peers, name)
+	}
+}
+
+// server is the node's peer gRPC service.
+type server struct {
+	peerpb.UnimplementedPeerServer
+	n *Node
+}
+
+func (s *server) Sync(ctx context.Context, req *peerpb.SyncRequest) (*peerpb.SyncResponse, error) {
+	resp, err := s.n.engine.Handle(s.n.cfg.Clock(), req)
+	if err != nil {
+		s.n.m.inboundRejected.Inc()
+		s.n.log.Warn("rejected sync batch", "origin", req.GetOrigin(), "err", err)
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	return resp, nil
+}
