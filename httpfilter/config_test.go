@@ -699,6 +699,10 @@ slas:
     match: {pathPattern: "/c/{t}"}
     tiers:
       - {period: 10, threshold: -3, algorithm: fast}
+  - id: c
+    match: {methods: [get], pathPattern: "/c/{t}"}
+    tenant: {fromPath: org}
+    tiers: [{period: 1, threshold: 1}]
 `)
 	_, err := Parse("limits.yaml", data)
 	if err == nil {
@@ -713,6 +717,8 @@ slas:
 		`limits.yaml:11: sla "a": id: duplicate id (first at line 4)`,
 		`limits.yaml:14: sla "a": tiers[0].threshold: must be >= 0, got -3`,
 		`limits.yaml:14: sla "a": tiers[0].algorithm: unknown value "fast"`,
+		`limits.yaml:16: sla "c": match.methods[0]: unknown HTTP method "get"`,
+		`limits.yaml:17: sla "c": tenant.fromPath: pattern "/c/{t}" has no variable {org}`,
 	}
 	got := strings.Split(err.Error(), "\n")
 	if len(got) != len(want) {
@@ -906,8 +912,15 @@ func TestAliasBomb(t *testing.T) {
 		b.WriteString("]\n")
 	}
 	b.WriteString("slas: *a8\n")
-	_, err := Parse("bomb.yaml", []byte(b.String()))
-	if err == nil || !strings.Contains(err.Error(), "document too large") {
-		t.Errorf("err = %v", err)
+	for _, doc := range []string{
+		b.String(),
+		"slas: &a [*a, *a]\n",                // alias cycle through a list
+		"slas:\n  - &s {id: a, match: *s}\n", // alias cycle through a mapping
+		strings.Repeat("[", 300) + strings.Repeat("]", 300), // deep nesting
+	} {
+		_, err := Parse("bomb.yaml", []byte(doc))
+		if err == nil || !strings.Contains(err.Error(), "document too large") {
+			t.Errorf("%.40q: err = %v", doc, err)
+		}
 	}
 }

@@ -661,9 +661,8 @@ func (d *decoder) sla(n *yaml.Node, idx int, defs *defaults, ids map[string]int)
 			costLine = kv.val.Line
 		}
 	}
-	matchOK := false
 	if kv, ok := m["match"]; ok {
-		matchOK = d.match(kv.val, sc, &s)
+		d.match(kv.val, sc, &s)
 	} else if !unknown {
 		d.errorf(sc, s.Line, "match", "required (pathPattern for HTTP, or grpcMethods for gRPC)")
 	}
@@ -679,7 +678,9 @@ func (d *decoder) sla(n *yaml.Node, idx int, defs *defaults, ids map[string]int)
 	} else {
 		spec = defs.tenant
 	}
-	tenantOK := matchOK && d.bindTenant(&s, spec, sc)
+	// Bind the tenant whenever the matcher compiled, even if other match
+	// fields had errors, so that tenant errors are reported in the same run.
+	tenantOK := (s.Pattern != nil || len(s.grpc) > 0) && d.bindTenant(&s, spec, sc)
 	d.checkCost(&s, sc, s.Tiers, "tiers", costLine)
 	if kv, ok := m["overrides"]; ok {
 		d.overrides(kv.val, sc, &s, defs.algorithm, tenantOK, costLine)
