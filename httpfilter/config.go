@@ -167,7 +167,9 @@ type TenantSource struct {
 }
 
 // Tier is one limit of an SLA: at most Threshold units of cost per Period.
-// Every tier of an SLA must pass for a request to be admitted.
+// Every tier of an SLA must pass for a request to be admitted. It is a plain
+// value; the zero value (period 0) is never produced by Parse. Line is for
+// messages only: compare tiers by Period, Threshold and Algorithm.
 type Tier struct {
 	Period    time.Duration // > 0, whole milliseconds, at most one year
 	Threshold int64         // >= 0; 0 denies every request
@@ -176,8 +178,8 @@ type Tier struct {
 }
 
 // SLA is one rate-limit definition, with its defaults already applied.
-// Values returned by [Parse] must not be modified; they are safe for
-// concurrent reads.
+// SLAs come from [Parse]: the zero value matches nothing. Values returned by
+// Parse must not be modified; they are safe for concurrent reads.
 type SLA struct {
 	ID          string
 	Description string
@@ -213,6 +215,7 @@ type SLA struct {
 	methods   uint16 // bit i set: methodNames[i] matches; bit otherMethod: extension methods
 	grpc      []grpcPattern
 	overrides []override // Overrides in file order, for messages
+	index     int        // position in the file's slas list
 }
 
 type override struct {
@@ -308,7 +311,8 @@ func (l *Limits) CheckTenantFuncs(known func(name string) bool) error {
 	return errors.Join(errs...)
 }
 
-// Option changes how [Parse] and [LoadFile] check a file.
+// Option changes how [Parse] and [LoadFile] check a file. Options are
+// values with no state of their own; reuse them freely.
 type Option func(*parseOptions)
 
 type parseOptions struct {

@@ -166,7 +166,7 @@ func (d *decoder) parse(data []byte) *Limits {
 		return l
 	}
 	if len(items) == 0 {
-		d.errorf(fileScope, kv.val.Line, "slas", "empty: define at least one SLA (or set enabled: false on one)")
+		d.errorf(fileScope, kv.val.Line, "slas", "empty: define at least one SLA (to enforce nothing, keep one with enabled: false)")
 		return l
 	}
 	l.SLAs = make([]SLA, 0, len(items))
@@ -604,7 +604,7 @@ func validID(s string) bool {
 // sla decodes one SLA. ok is false when it has errors.
 func (d *decoder) sla(n *yaml.Node, idx int, defs *defaults, ids map[string]int) (SLA, bool) {
 	before := len(d.errs)
-	s := SLA{Line: line(n), Enabled: true, Cost: defs.cost, NoTenant: defs.noTenant, Shadow: defs.shadow}
+	s := SLA{Line: line(n), Enabled: true, Cost: defs.cost, NoTenant: defs.noTenant, Shadow: defs.shadow, index: idx}
 	sc := scope{idx: idx, sla: peekID(n)}
 	m, unknown := d.mapping(n, sc, "", "id", "description", "enabled", "match", "tenant", "noTenant", "shadow", "cost", "tiers", "overrides")
 	if m == nil {
@@ -1117,7 +1117,7 @@ func (d *decoder) checkKeyCollisions(slas []SLA) {
 		if !s.Enabled || s.Endpoint == "" {
 			continue
 		}
-		sc := scope{sla: s.ID, idx: i}
+		sc := scope{sla: s.ID, idx: s.index}
 		periods := map[time.Duration]bool{}
 		report := func(t Tier, field string) {
 			if periods[t.Period] {
