@@ -21,6 +21,13 @@ type Report struct {
 	// origin can spend up to Cap until the answer to this report arrives.
 	Cap      int64
 	HasGrant bool
+	// KnownGlobal and KnownAcked are the last global total the origin
+	// learnt for the window (from whichever owner) and the part of its own
+	// count that total included. KnownGlobal - KnownAcked + Own is a lower
+	// bound of the true total, which lets a new owner keep the counts of
+	// origins that will never report to it (they left or crashed).
+	KnownGlobal int64
+	KnownAcked  int64
 }
 
 // Answer is the owner's reply to one Report.
@@ -102,6 +109,7 @@ type originState struct {
 	held        int64 // cap the origin reported holding
 	given       int64 // cap the owner last granted
 	hasGiven    bool
+	view        int64 // the origin's lower bound of the total (KnownGlobal - KnownAcked + Own)
 }
 
 func (o *originState) total() int64 { return o.base + o.own }
@@ -184,6 +192,9 @@ func (o *Owner) Report(now time.Time, origin string, incarnation uint64, r *Repo
 		st.rate = float64(r.Demand) / float64(elapsed)
 		st.lastSeen = nowNs
 		st.held = r.Cap
+		if v := r.KnownGlobal - r.KnownAcked + r.Own + st.base; v > st.view {
+			st.view = v
+		}
 	}
 	global := w.total()
 	if !o.cfg.Lease || stale {
@@ -205,12 +216,17 @@ func (w *ownerWindow) origin(name string) *originState {
 	return s
 }
 
+// total is the window's global count: the sum of the origins' cumulative
+// counts, or more if some origin knows of counts this owner never saw (they
+// were reported to a previous owner by members that are gone). Both are
+// lower bounds of the truth, so their maximum never double counts.
 func (w *ownerWindow) total() int64 {
-	var t int64
+	var sum, view int64
 	for _, s := range w.origins {
-		t += s.total()
+		sum += s.total()
+		view = max(view, s.view)
 	}
-	return t
+	return max(sum, view)
 }
 
 // grant computes origin r's new cap (in its total own count, all

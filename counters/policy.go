@@ -117,3 +117,10 @@ func StaticShare(threshold int64, members, index int, hash uint64) int64 {
 	}
 	return share
 }
+
+// Closed denies every request: the fail-closed rule while a backing store
+// cannot be reached.
+type Closed struct{}
+
+// Admit implements Policy.
+func (Closed) Admit(View) (bool, int64) { return false, 0 }

@@ -54,7 +54,7 @@ func (c Config) Validate() error {
 // series has its own mutex, so decisions on different keys do not contend.
 // The zero value is not usable; call NewTable.
 type Table struct {
-	policy Policy
+	policy atomic.Pointer[Policy]
 	grace  int64
 	shards []shard
 	mask   uint64
@@ -81,7 +81,6 @@ func NewTable(cfg Config) (*Table, error) {
 		cfg.Shards = 1 << (bits.Len(uint(cfg.MaxEntries)) - 1)
 	}
 	t := &Table{
-		policy: cfg.Policy,
 		grace:  int64(cfg.Grace),
 		shards: make([]shard, cfg.Shards),
 		mask:   uint64(cfg.Shards - 1),
@@ -95,8 +94,18 @@ func NewTable(cfg Config) (*Table, error) {
 		}
 	}
 	t.share.Store(1 << 32)
+	t.SetPolicy(cfg.Policy)
 	return t, nil
 }
+
+// SetPolicy replaces the admission rule for the decisions that follow (the
+// node falls back to Static while its store is down, for instance).
+func (t *Table) SetPolicy(p Policy) {
+	t.policy.Store(&p)
+}
+
+// Policy returns the admission rule in force.
+func (t *Table) Policy() Policy { return *t.policy.Load() }
 
 // SetShare tells the table how many instances share every limit and this
 // instance's position among them, for static shares. members < 1 counts as 1.

@@ -133,7 +133,7 @@ func (t *Table) check(nowNs int64, l *Limit, e *Entry, cost int64, share uint64)
 	e.roll(nowNs, t.grace)
 	e.threshold, e.alg = l.Threshold, l.Algorithm
 	v := e.view(nowNs, cost, int(share>>32), int(uint32(share)))
-	ok, rem := t.policy.Admit(v)
+	ok, rem := (*t.policy.Load()).Admit(v)
 	reset := time.Duration(e.cur.Start + e.period - nowNs)
 	if !ok {
 		return false, Decision{Limit: l.Threshold, Reset: reset, RetryAfter: e.retryAfter(nowNs, v)}

@@ -183,7 +183,6 @@ func (e *Engine) SetMembers(now time.Time, alive []string) {
 	for _, m := range e.alive {
 		e.lastSeen[m] = nowNs
 	}
-	e.alive = a
 	for _, m := range a {
 		e.lastSeen[m] = nowNs
 	}
@@ -208,6 +207,10 @@ func (e *Engine) SetMembers(now time.Time, alive []string) {
 	e.ring.Set(a)
 	e.table.SetShare(len(recent), slices.Index(recent, e.cfg.Name))
 	e.owner.SetMembers(a, gone)
+	// Publish the view last, so that whoever sees it also sees its ring.
+	e.mu.Lock()
+	e.alive = a
+	e.mu.Unlock()
 }
 
 // Members returns the alive members of the current view, sorted.
@@ -245,8 +248,30 @@ type ref struct {
 // changed), and merges the windows this member owns itself directly, with no
 // call. Batches are sorted by owner.
 func (e *Engine) Prepare(now time.Time) []*Batch {
+	return e.prepare(now, e.ring.Owner, e.ring.Version(), false)
+}
+
+// Handoff builds the batches a member sends as it leaves gracefully: every
+// window it has counts in, to the owner that window will have once this
+// member is gone, so that the successor holds this member's counts as an
+// origin of its own and none are lost with the ring change.
+func (e *Engine) Handoff(now time.Time) []*Batch {
+	others := slices.DeleteFunc(e.Members(), func(m string) bool { return m == e.cfg.Name })
+	if len(others) == 0 || e.cfg.Central != "" {
+		return nil
+	}
+	after, err := ring.New(e.cfg.Ring)
+	if err != nil {
+		return nil
+	}
+	after.Set(others)
+	return e.prepare(now, after.Owner, 0, true)
+}
+
+// prepare builds one batch per owner (as ownerOf says) of the windows to
+// report: the changed ones, or every one with counts when all is set.
+func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epoch uint64, all bool) []*Batch {
 	nowNs := now.UnixNano()
-	epoch := e.ring.Version()
 	members, index := e.table.Share()
 	byOwner := map[string]*Batch{}
 	var local []ref
@@ -254,7 +279,7 @@ func (e *Engine) Prepare(now time.Time) []*Batch {
 	e.table.Range(func(en *counters.Entry) bool {
 		owner, ok := e.cfg.Central, true
 		if owner == "" {
-			owner, ok = e.ring.Owner(en.Hash())
+			owner, ok = ownerOf(en.Hash())
 		}
 		if !ok {
 			return true
@@ -273,7 +298,7 @@ func (e *Engine) Prepare(now time.Time) []*Batch {
 			// (others keep admitting), and under leases a quiet instance's
 			// zero demand lets the owner move its budget to busier ones. The
 			// previous window only when something changed or its owner did.
-			if s != en.Current() && s.Own == s.Acked && s.Demand == 0 && s.Epoch == epoch {
+			if !all && s != en.Current() && s.Own == s.Acked && s.Demand == 0 && s.Epoch == epoch {
 				continue
 			}
 			b := byOwner[owner]
@@ -300,6 +325,9 @@ func (e *Engine) Prepare(now time.Time) []*Batch {
 				Demand:    r.demand,
 				Cap:       capv,
 				HasGrant:  has,
+
+				KnownGlobal: s.Global,
+				KnownAcked:  s.Acked,
 			}
 			if b == nil {
 				local = append(local, r)
@@ -428,6 +456,8 @@ func validReport(r *peerpb.Report) error {
 		return fmt.Errorf("own %d out of range 0..%d", r.Own, MaxCount)
 	case r.Demand < 0 || r.Demand > MaxCount:
 		return fmt.Errorf("demand %d out of range 0..%d", r.Demand, MaxCount)
+	case r.KnownGlobal < 0 || r.KnownGlobal > MaxCount || r.KnownAcked < 0 || r.KnownAcked > r.KnownGlobal:
+		return fmt.Errorf("known_global %d / known_acked %d out of range", r.KnownGlobal, r.KnownAcked)
 	case r.Threshold < 0 || r.Threshold > MaxCount:
 		return fmt.Errorf("threshold %d out of range 0..%d", r.Threshold, MaxCount)
 	case r.Algorithm != peerpb.Algorithm_ALGORITHM_FIXED && r.Algorithm != peerpb.Algorithm_ALGORITHM_SLIDING:
@@ -449,6 +479,8 @@ func toWire(r *counters.Report) *peerpb.Report {
 		Demand:        r.Demand,
 		Cap:           r.Cap,
 		HasGrant:      r.HasGrant,
+		KnownGlobal:   r.KnownGlobal,
+		KnownAcked:    r.KnownAcked,
 	}
 }
 
@@ -465,6 +497,9 @@ func fromWire(w *peerpb.Report) counters.Report {
 		Demand:    w.Demand,
 		Cap:       w.Cap,
 		HasGrant:  w.HasGrant,
+
+		KnownGlobal: w.KnownGlobal,
+		KnownAcked:  w.KnownAcked,
 	}
 }
 

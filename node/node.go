@@ -423,7 +423,17 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	close(n.stop)
 	n.loopsWG.Wait()
-	n.SyncOnce(ctx) // flush
+	n.SyncOnce(ctx) // flush to the current owners
+	// And hand every window to the owner it will have without this node.
+	var wg sync.WaitGroup
+	for _, b := range n.engine.Handoff(n.cfg.Clock()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n.send(ctx, b)
+		}()
+	}
+	wg.Wait()
 	var errs []error
 	timeout := time.Second
 	if d, ok := ctx.Deadline(); ok {

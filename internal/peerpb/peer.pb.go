@@ -156,8 +156,15 @@ type Report struct {
 	// cap is the own count the sender may currently reach (its grant, or its
 	// static share when has_grant is false); the owner must assume it can
 	// spend up to cap until the answer arrives.
-	Cap           int64 `protobuf:"varint,10,opt,name=cap,proto3" json:"cap,omitempty"`
-	HasGrant      bool  `protobuf:"varint,11,opt,name=has_grant,json=hasGrant,proto3" json:"has_grant,omitempty"`
+	Cap      int64 `protobuf:"varint,10,opt,name=cap,proto3" json:"cap,omitempty"`
+	HasGrant bool  `protobuf:"varint,11,opt,name=has_grant,json=hasGrant,proto3" json:"has_grant,omitempty"`
+	// known_global and known_acked are the last global total the sender
+	// learnt for the window and its own count that total included. A new
+	// owner (after a ring change) uses known_global - known_acked + own as a
+	// lower bound of the total, so that the counts of members that left or
+	// crashed are not lost with the old owner.
+	KnownGlobal   int64 `protobuf:"varint,12,opt,name=known_global,json=knownGlobal,proto3" json:"known_global,omitempty"`
+	KnownAcked    int64 `protobuf:"varint,13,opt,name=known_acked,json=knownAcked,proto3" json:"known_acked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -267,6 +274,20 @@ func (x *Report) GetHasGrant() bool {
 		return x.HasGrant
 	}
 	return false
+}
+
+func (x *Report) GetKnownGlobal() int64 {
+	if x != nil {
+		return x.KnownGlobal
+	}
+	return 0
+}
+
+func (x *Report) GetKnownAcked() int64 {
+	if x != nil {
+		return x.KnownAcked
+	}
+	return 0
 }
 
 type SyncResponse struct {
@@ -385,7 +406,7 @@ const file_peer_proto_rawDesc = "" +
 	"\vSyncRequest\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\tR\x06origin\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12.\n" +
-	"\areports\x18\x03 \x03(\v2\x14.peerlimit.v1.ReportR\areports\"\xc7\x02\n" +
+	"\areports\x18\x03 \x03(\v2\x14.peerlimit.v1.ReportR\areports\"\x8b\x03\n" +
 	"\x06Report\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1a\n" +
 	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x12\x16\n" +
@@ -398,7 +419,10 @@ const file_peer_proto_rawDesc = "" +
 	"\x06demand\x18\t \x01(\x03R\x06demand\x12\x10\n" +
 	"\x03cap\x18\n" +
 	" \x01(\x03R\x03cap\x12\x1b\n" +
-	"\thas_grant\x18\v \x01(\bR\bhasGrant\";\n" +
+	"\thas_grant\x18\v \x01(\bR\bhasGrant\x12!\n" +
+	"\fknown_global\x18\f \x01(\x03R\vknownGlobal\x12\x1f\n" +
+	"\vknown_acked\x18\r \x01(\x03R\n" +
+	"knownAcked\";\n" +
 	"\fSyncResponse\x12+\n" +
 	"\x06totals\x18\x01 \x03(\v2\x13.peerlimit.v1.TotalR\x06totals\"R\n" +
 	"\x05Total\x12\x16\n" +
