@@ -1,0 +1,87 @@
+package node
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/peerlimit/peerlimit/counters"
+	"google.golang.org/protobuf/proto"
+)
+
+// BenchmarkAllow compares a decision through a node of a running 3-node
+// cluster (sync loop, gossip and gRPC all live) with the bare counters
+// decision on a table of the same shape, in one run.
+func BenchmarkAllow(b *testing.B) {
+	l := counters.Limit{Tenant: "org-1", Endpoint: "/v1/organizations/{orgId}/product/*", Method: "GET", Period: 10 * time.Second, Threshold: 1 << 50}.Prepare()
+	limits := []counters.Limit{l}
+	b.Run("counters", func(b *testing.B) {
+		tb, _ := counters.NewTable(counters.DefaultConfig())
+		b.ReportAllocs()
+		for b.Loop() {
+			tb.Take(time.Now(), limits, 1)
+		}
+	})
+	b.Run("node-3-cluster", func(b *testing.B) {
+		c := startCluster(b, 3, clusterOpts{policy: PolicyLease})
+		n := c.nodes[0]
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			n.Take(ctx, limits, 1)
+		}
+	})
+	b.Run("node-3-cluster-parallel", func(b *testing.B) {
+		c := startCluster(b, 3, clusterOpts{policy: PolicyLease})
+		n := c.nodes[0]
+		ctx := context.Background()
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				n.Take(ctx, limits, 1)
+			}
+		})
+	})
+}
+
+// BenchmarkSyncCost measures one sync interval of one instance of a 3-node
+// cluster (in memory, no network) with a number of active keys: the calls
+// it makes and the bytes it sends, and the time to prepare, answer and
+// apply them.
+func BenchmarkSyncCost(b *testing.B) {
+	for _, keys := range []int{10, 1000, 100_000} {
+		b.Run("keys="+strconv.Itoa(keys), func(b *testing.B) {
+			c := newCluster(b, 3, PolicyLease)
+			e := c.engines["n0"]
+			limits := make([][]counters.Limit, keys)
+			for i := range limits {
+				limits[i] = []counters.Limit{{Tenant: "org-" + strconv.Itoa(i), Endpoint: "/v1/p/*", Method: "GET", Period: 10 * time.Second, Threshold: 1 << 40}}
+			}
+			now := t0.Add(time.Second)
+			var calls, bytes, reports int
+			b.ResetTimer()
+			for b.Loop() {
+				b.StopTimer()
+				for _, l := range limits { // every key active in the interval
+					e.Take(now, l, 1)
+				}
+				b.StartTimer()
+				calls, bytes, reports = 0, 0, 0
+				for _, bt := range e.Prepare(now) {
+					calls++
+					bytes += proto.Size(bt.Req)
+					reports += len(bt.Req.Reports)
+					resp, err := c.engines[bt.Owner].Handle(now, bt.Req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					e.Apply(now, bt, resp)
+				}
+			}
+			b.ReportMetric(float64(calls), "calls/interval")
+			b.ReportMetric(float64(bytes), "bytes/interval")
+			b.ReportMetric(float64(reports), "remote-keys/interval")
+		})
+	}
+}
