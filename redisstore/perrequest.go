@@ -76,7 +76,10 @@ func (p *PerRequest) Close() error {
 // changing it. See [PerRequest] for how denied requests count.
 //
 // The window's key expires at window end + Config.Grace, an absolute time
-// every caller agrees on; Redis's clock decides when that is. A Redis that
+// every caller agrees on; Redis's clock decides when that is. So now must
+// come from a clock close to Redis's: a now more than Grace behind it names
+// a window Redis has already expired, whose key is deleted as soon as it is
+// written, and every such request is admitted. A Redis that
 // cannot be reached or does not answer within Config.Timeout gives
 // allowed false and an error wrapping [ErrUnavailable]: the caller decides
 // whether to fail open or closed.

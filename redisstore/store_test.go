@@ -153,6 +153,16 @@ func TestSyncLargeCounts(t *testing.T) {
 	if got := mustSync(t, s, "b", 1, r(3)); got[0] != MaxOwn+3 {
 		t.Fatalf("total %d, want %d", got[0], int64(MaxOwn+3))
 	}
+
+	// Totals saturate at 2^62 rather than wrap (here the total is forced
+	// near it; honest origins would need ~512 runs at MaxOwn).
+	key := string(appendKey(nil, s.cfg.KeyPrefix, kindWindow, "big", "/e", "GET", farPeriod, farStart))
+	if err := rawClient(t, srv).HSet(context.Background(), key, "t", int64(1<<62-10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustSync(t, s, "c", 1, r(MaxOwn)); got[0] != 1<<62 {
+		t.Fatalf("total %d, want saturation at %d", got[0], int64(1<<62))
+	}
 }
 
 // TestSyncConcurrentOrigins has several origins sync concurrently, each
