@@ -58,10 +58,13 @@ type Config struct {
 	//
 	// The sync loop must never hang on Redis: a sync interval (typically
 	// 100ms to 1s) should stay longer than Timeout so a slow Redis costs one
-	// missed sync, not a pile-up. Too short and a healthy but distant Redis
-	// (or a 10,000-key batch, ~10ms of Redis time, see README) fails
-	// spuriously; the cumulative counts make the next sync catch up, so a
-	// spurious failure loses nothing but freshness.
+	// missed sync, not a pile-up. Too short and a healthy but distant Redis,
+	// or a big batch, fails every time: a Sync costs a round trip plus ~6µs
+	// per report (BenchmarkSync, README.md: 1,000 reports ~6ms, 10,000
+	// ~70ms on a loaded 2-core VM), so raise Timeout for nodes that change
+	// more than ~5,000 windows per interval. A failure that is only spurious
+	// loses nothing but freshness: the cumulative counts make the next sync
+	// catch up.
 	Timeout time.Duration
 
 	// Grace keeps a window's counters in Redis this long past the window's
