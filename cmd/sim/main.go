@@ -1,0 +1,198 @@
+// Command sim runs peerlimit's partition simulator: the real node sync code
+// (node.Engine and counters) for N simulated instances on virtual time, under
+// the scenarios in sim/testdata.
+//
+//	go run ./cmd/sim -list
+//	go run ./cmd/sim -scenario partition-2-1 -policy all -seed 1 -out /tmp/sim
+//	go run ./cmd/sim -matrix -seed 1
+//	go run ./cmd/sim -scenario speed -policy lease -stats
+//
+// -out writes DIR/results.json and the plot DIR/NAME.svg (or .png with
+// -plot png): admitted per window against the limit, one line per policy,
+// with faults marked.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/peerlimit/peerlimit/sim"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+}
+
+func run(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	var (
+		name   = fs.String("scenario", "", "built-in scenario name (see -list)")
+		file   = fs.String("file", "", "scenario file to run instead of a built-in one")
+		policy = fs.String("policy", "all", "optimistic, static, lease, central or all")
+		seed   = fs.Uint64("seed", 1, "random seed: the same seed gives the same results.json")
+		out    = fs.String("out", "", "directory for results.json and NAME.svg (none: print a summary)")
+		list   = fs.Bool("list", false, "list the built-in scenarios")
+		matrix = fs.Bool("matrix", false, "run every scenario under every policy and print a markdown table")
+		stats  = fs.Bool("stats", false, "print decisions per second of real time and other run statistics")
+		format = fs.String("plot", "svg", "plot format: svg or png")
+	)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("sim: unexpected arguments %q", fs.Args())
+	}
+	if *format != "svg" && *format != "png" {
+		return fmt.Errorf("sim: -plot must be svg or png, got %q", *format)
+	}
+	policies, err := parsePolicies(*policy)
+	if err != nil {
+		return err
+	}
+	switch {
+	case *list:
+		scs, err := sim.Scenarios()
+		if err != nil {
+			return err
+		}
+		for _, sc := range scs {
+			fmt.Fprintf(stdout, "%-22s %s\n", sc.Name, sc.Desc)
+		}
+		return nil
+	case *matrix:
+		return runMatrix(stdout, policies, *seed, *stats)
+	}
+	var sc *sim.Scenario
+	switch {
+	case *file != "":
+		src, err := os.ReadFile(*file)
+		if err != nil {
+			return fmt.Errorf("sim: %w", err)
+		}
+		sc, err = sim.ParseScenario(strings.TrimSuffix(filepath.Base(*file), filepath.Ext(*file)), src)
+		if err != nil {
+			return err
+		}
+	case *name != "":
+		sc, err = sim.LoadScenario(*name)
+		if err != nil {
+			return err
+		}
+	default:
+		return errors.New("sim: want -scenario NAME, -file PATH, -list or -matrix")
+	}
+	rep := &sim.Report{Scenario: sc.Name, Seed: *seed}
+	for _, p := range policies {
+		r, err := sim.Run(sc, p, *seed)
+		if err != nil {
+			return err
+		}
+		rep.Results = append(rep.Results, r)
+		fails, misses := sc.Check(r)
+		fmt.Fprintf(stdout, "%-10s overshoot %7.3f%%  undershoot %7.3f%%  messages %8d  bytes %10d\n",
+			p, r.MaxOvershootPct, r.MaxUndershootPct, r.SyncMessages, r.SyncBytes)
+		for _, f := range fails {
+			fmt.Fprintf(stdout, "  FAILS %s\n", f)
+		}
+		for _, m := range misses {
+			fmt.Fprintf(stdout, "  KNOWN MISS %s\n", m)
+		}
+		if *stats {
+			printStats(stdout, r.Stats)
+		}
+	}
+	if *out == "" {
+		return nil
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	js, err := rep.JSON()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(*out, "results.json"), js, 0o644); err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	svg := filepath.Join(*out, sc.Name+"."+*format)
+	if err := plotReport(sc, rep, svg); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(*out, "results.json"), svg)
+	return nil
+}
+
+func parsePolicies(s string) ([]sim.Policy, error) {
+	if s == "all" {
+		return sim.Policies(), nil
+	}
+	var out []sim.Policy
+	for _, p := range strings.Split(s, ",") {
+		pol, err := sim.ParsePolicy(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, pol)
+	}
+	return out, nil
+}
+
+func printStats(w io.Writer, s sim.Stats) {
+	fmt.Fprintf(w, "  %d decisions, %d events in %v: %.0f decisions/s; lost %d, cut %d, duplicates %d, timeouts %d, rejected %d, apply errors %d\n",
+		s.Decisions, s.Events, s.Wall.Round(1e6), s.DecisionsPerSecond(), s.Lost, s.Cut, s.Duplicates, s.Timeouts, s.Rejected, s.ApplyErrors)
+}
+
+// runMatrix prints scenario x policy -> overshoot %, undershoot %, messages.
+func runMatrix(w io.Writer, policies []sim.Policy, seed uint64, stats bool) error {
+	scs, err := sim.Scenarios()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "| scenario |")
+	for _, p := range policies {
+		fmt.Fprintf(w, " %s over %% | %s under %% | %s msgs |", p, p, p)
+	}
+	fmt.Fprintf(w, "\n|---|")
+	for range policies {
+		fmt.Fprintf(w, "---:|---:|---:|")
+	}
+	fmt.Fprintln(w)
+	var misses []string
+	var total sim.Stats
+	for _, sc := range scs {
+		if sc.Name == "speed" {
+			continue // a load test, not an accuracy scenario (run it with -stats)
+		}
+		fmt.Fprintf(w, "| %s |", sc.Name)
+		for _, p := range policies {
+			r, err := sim.Run(sc, p, seed)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, " %.2f | %.2f | %d |", r.MaxOvershootPct, r.MaxUndershootPct, r.SyncMessages)
+			_, m := sc.Check(r)
+			misses = append(misses, m...)
+			total.Decisions += r.Stats.Decisions
+			total.Wall += r.Stats.Wall
+		}
+		fmt.Fprintln(w)
+	}
+	for _, m := range misses {
+		fmt.Fprintf(w, "\nKNOWN MISS %s", m)
+	}
+	if len(misses) > 0 {
+		fmt.Fprintln(w)
+	}
+	if stats {
+		fmt.Fprintf(w, "\n%d decisions in %v: %.0f decisions/s\n", total.Decisions, total.Wall.Round(1e6), total.DecisionsPerSecond())
+	}
+	return nil
+}

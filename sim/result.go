@@ -1,0 +1,176 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Report is the content of results.json: one scenario, one seed, the
+// results of every policy run.
+type Report struct {
+	Scenario string    `json:"scenario"`
+	Seed     uint64    `json:"seed"`
+	Results  []*Result `json:"results"`
+}
+
+// JSON returns the report as indented JSON with a final newline. The same
+// report always gives the same bytes.
+func (r *Report) JSON() ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// Result is what one policy did in one scenario.
+type Result struct {
+	Policy Policy `json:"policy"`
+	// MaxOvershootPct is the largest max(0, admitted-limit)/limit over the
+	// measured windows, in percent; MaxUndershootPct the largest
+	// max(0, min(offered, limit)-admitted)/min(offered, limit).
+	MaxOvershootPct  float64 `json:"max_overshoot_pct"`
+	MaxUndershootPct float64 `json:"max_undershoot_pct"`
+	// SyncMessages counts every message put on the simulated wire, whether
+	// it arrived or not: each sync request (each copy of a duplicated one)
+	// and each answer (to the peer protocol or the central store); SyncBytes
+	// the sum of their proto.Size. Local merges of a member's own keys are
+	// not messages.
+	SyncMessages int64 `json:"sync_messages"`
+	SyncBytes    int64 `json:"sync_bytes"`
+	// Windows are the measured windows: complete (inside the run) and not
+	// starting before the warm-up ends, per tenant and SLA tier.
+	Windows []Window `json:"windows"`
+	// Stats are the run's cost (not in results.json: they vary).
+	Stats Stats `json:"-"`
+}
+
+// Window is the ground truth of one window of one tier of one tenant,
+// counted by the simulator across all instances, by virtual (true) time.
+type Window struct {
+	Tenant string `json:"tenant"`
+	// SLA is the SLA id and the tier's period: "api/10s".
+	SLA string `json:"sla"`
+	// WindowStart is in seconds since the start of the run.
+	WindowStart float64 `json:"window_start"`
+	Limit       int64   `json:"limit"`
+	// Offered counts the requests of the window that no other tier of the
+	// SLA denied; Admitted those admitted.
+	Offered  int64 `json:"offered"`
+	Admitted int64 `json:"admitted"`
+}
+
+// Overshoot returns max(0, admitted-limit)/limit.
+func (w Window) Overshoot() float64 {
+	return float64(max(0, w.Admitted-w.Limit)) / float64(w.Limit)
+}
+
+// Undershoot returns max(0, min(offered, limit)-admitted)/min(offered,
+// limit), or 0 when nothing was offered.
+func (w Window) Undershoot() float64 {
+	m := min(w.Offered, w.Limit)
+	if m <= 0 {
+		return 0
+	}
+	return float64(max(0, m-w.Admitted)) / float64(m)
+}
+
+func (w *world) result() *Result {
+	r := &Result{Policy: w.policy, SyncMessages: w.messages, SyncBytes: w.bytes, Stats: w.stats, Windows: []Window{}}
+	var over, under float64
+	for _, s := range w.series {
+		for i, t := range s.sla.Tiers {
+			per := int64(t.Period)
+			tc := s.tiers[i]
+			for k := range tc.offered {
+				start := int64(k) * per
+				if start < int64(w.sc.Warmup) || start+per > w.end {
+					continue
+				}
+				win := Window{
+					Tenant:      s.tenant,
+					SLA:         tierName(s.sla.ID, t.Period),
+					WindowStart: time.Duration(start).Seconds(),
+					Limit:       t.Threshold,
+					Offered:     tc.offered[k],
+					Admitted:    tc.admitted[k],
+				}
+				over = max(over, win.Overshoot())
+				under = max(under, win.Undershoot())
+				r.Windows = append(r.Windows, win)
+			}
+		}
+	}
+	r.MaxOvershootPct = round3(over * 100)
+	r.MaxUndershootPct = round3(under * 100)
+	return r
+}
+
+func tierName(id string, period time.Duration) string { return id + "/" + period.String() }
+
+func round3(f float64) float64 { return math.Round(f*1000) / 1000 }
+
+// Check compares r with the scenario's expect lines for r's policy. It
+// returns the bounds r breaks (failures) and the design targets it misses
+// (known misses, recorded with a looser bound next to the target).
+//
+// overshoot<=X% holds when every measured window admits at most
+// max(X% of the limit, 1 request) above its limit (just X% when X is 0);
+// overshoot>=X% and the undershoot bounds compare the maximum percentages;
+// messages compares SyncMessages.
+func (sc *Scenario) Check(r *Result) (failures, misses []string) {
+	for _, e := range sc.Expect {
+		if e.Policy != r.Policy {
+			continue
+		}
+		for _, b := range e.Bounds {
+			if msg, ok := b.holds(r); !ok {
+				failures = append(failures, fmt.Sprintf("%s:%d: %s: %s", sc.Name, e.Line, r.Policy, msg))
+			}
+		}
+		for _, b := range e.Targets {
+			if msg, ok := b.holds(r); !ok {
+				misses = append(misses, fmt.Sprintf("%s:%d: %s: target %s", sc.Name, e.Line, r.Policy, msg))
+			}
+		}
+	}
+	return failures, misses
+}
+
+func (b Bound) holds(r *Result) (string, bool) {
+	var got float64
+	switch b.Metric {
+	case "overshoot":
+		got = r.MaxOvershootPct
+		if b.Op == "<=" {
+			for _, w := range r.Windows {
+				allowed := b.Value / 100 * float64(w.Limit)
+				if b.Value > 0 {
+					allowed = max(allowed, 1)
+				}
+				if float64(w.Admitted-w.Limit) > allowed+1e-9 {
+					return fmt.Sprintf("%v: %s %s at %gs admitted %d of %d (%.3f%%)",
+						b, w.Tenant, w.SLA, w.WindowStart, w.Admitted, w.Limit, 100*w.Overshoot()), false
+				}
+			}
+			return "", true
+		}
+	case "undershoot":
+		got = r.MaxUndershootPct
+	case "messages":
+		got = float64(r.SyncMessages)
+	}
+	ok := got <= b.Value
+	if b.Op == ">=" {
+		ok = got >= b.Value
+	}
+	if !ok {
+		return fmt.Sprintf("%v: got %g", b, got), false
+	}
+	return "", true
+}

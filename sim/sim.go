@@ -1,0 +1,582 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/peerlimit/peerlimit/counters"
+	"github.com/peerlimit/peerlimit/internal/peerpb"
+	"github.com/peerlimit/peerlimit/node"
+	"github.com/peerlimit/peerlimit/ring"
+	"google.golang.org/protobuf/proto"
+)
+
+// Policy is a sync policy the simulator can run: the three of node.Engine,
+// and Central, the model of seed 000's central store.
+type Policy string
+
+// The policies.
+const (
+	Optimistic Policy = "optimistic"
+	Static     Policy = "static"
+	Lease      Policy = "lease"
+	// Central is seed 000's design: every instance admits with the
+	// optimistic rule and, every sync interval, adds its delta per key to
+	// one central counter (INCRBY) and reads the total back.
+	Central Policy = "central"
+)
+
+// Policies returns every policy, in the order results list them.
+func Policies() []Policy { return []Policy{Optimistic, Static, Lease, Central} }
+
+// ParsePolicy maps a name to a Policy.
+func ParsePolicy(s string) (Policy, error) {
+	p := Policy(s)
+	if slices.Contains(Policies(), p) {
+		return p, nil
+	}
+	return "", fmt.Errorf("sim: unknown policy %q (want optimistic, static, lease or central)", s)
+}
+
+// base is the Unix time of virtual time 0: a whole hour, so that every
+// window of every period that divides an hour starts with the run.
+const base = int64(1_699_999_200) * int64(time.Second)
+
+// Stats describes a run's cost.
+type Stats struct {
+	// Decisions is the number of requests decided; Events the number of
+	// events processed; Wall the real time the run took.
+	Decisions int64
+	Events    int64
+	Wall      time.Duration
+	// Lost counts messages lost at random, Cut those dropped by a
+	// partition, Duplicates the extra copies delivered, Timeouts the
+	// batches failed after a sync interval without an answer, Rejected the
+	// batches an owner refused (e.g. a member it does not know yet),
+	// ApplyErrors the answers Apply refused.
+	Lost, Cut, Duplicates, Timeouts, Rejected, ApplyErrors int64
+}
+
+// DecisionsPerSecond returns simulated decisions per second of real time.
+func (s Stats) DecisionsPerSecond() float64 {
+	if s.Wall <= 0 {
+		return 0
+	}
+	return float64(s.Decisions) / s.Wall.Seconds()
+}
+
+// Run simulates sc under one policy with the given seed and returns the
+// measured result. Runs are deterministic: the same scenario, policy and
+// seed give the same result. Run is safe to call from several goroutines on
+// the same Scenario; each run is single-threaded.
+func Run(sc *Scenario, p Policy, seed uint64) (*Result, error) {
+	if _, err := ParsePolicy(string(p)); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	w := &world{
+		sc:     sc,
+		policy: p,
+		sync:   int64(sc.Sync),
+		end:    int64(sc.Duration),
+		net:    rand.New(rand.NewPCG(seed, 2)),
+		mem:    rand.New(rand.NewPCG(seed, 3)),
+		byName: map[string]*instance{},
+		store:  map[counters.Key]int64{},
+	}
+	w.storeInst = &instance{w: w, name: "store", up: true, idx: -1}
+	if err := w.setup(seed); err != nil {
+		return nil, err
+	}
+	for w.q.len() > 0 {
+		e := w.q.pop()
+		if e.at >= w.end {
+			break
+		}
+		w.vt = e.at
+		w.stats.Events++
+		if err := w.dispatch(e); err != nil {
+			return nil, err
+		}
+	}
+	w.stats.Wall = time.Since(start)
+	return w.result(), nil
+}
+
+type world struct {
+	sc     *Scenario
+	policy Policy
+	sync   int64
+	end    int64
+	vt     int64 // virtual time, ns since the start
+	q      queue
+	net    *rand.Rand // latency, loss, duplication
+	mem    *rand.Rand // clock skew, tick phases, detection jitter
+
+	insts     []*instance
+	byName    map[string]*instance
+	storeInst *instance
+	joinGroup int // the group new members land in (a partition's first side)
+
+	store    map[counters.Key]int64 // the central store's counters
+	series   []*series
+	messages int64
+	bytes    int64
+	stats    Stats
+}
+
+// instance is one simulated member.
+type instance struct {
+	w      *world
+	idx    int
+	name   string
+	up     bool   // running and a member
+	gen    uint64 // bumped on every crash, leave and restart
+	inc    uint64 // incarnation of the running engine
+	offset int64  // clock skew, ns
+	group  int    // partition side; 0 when healed
+
+	eng   *node.Engine     // optimistic, static, lease
+	tab   *counters.Table  // central
+	round []*flight        // the batches of the last sync round
+	view  []string         // the membership the engine was last given
+	phase int64            // tick phase within the sync interval
+}
+
+func (in *instance) serving() bool { return in.up }
+
+// now returns the instance's clock: virtual time plus its skew.
+func (in *instance) now() time.Time { return time.Unix(0, base+in.w.vt+in.offset) }
+
+// flight is one sync call in progress: an engine batch to one owner, or one
+// key's delta to the central store.
+type flight struct {
+	inst   *instance
+	gen    uint64
+	sentAt int64
+	done   bool
+	batch  *node.Batch
+	// central
+	entry   *counters.Entry
+	key     counters.Key
+	sentOwn int64
+	demand  int64
+}
+
+type message struct {
+	resp   bool
+	from   *instance
+	to     *instance
+	flight *flight
+	req    *peerpb.SyncRequest
+	answer *peerpb.SyncResponse
+	err    error
+	delta  int64 // central request
+	total  int64 // central answer
+}
+
+func (w *world) setup(seed uint64) error {
+	sc := w.sc
+	// Timeline first: at equal times, faults run before the traffic.
+	for i := range sc.Timeline {
+		w.q.push(&event{at: int64(sc.Timeline[i].At), kind: evFault, fault: &sc.Timeline[i]})
+	}
+	for i := 0; i < sc.Instances; i++ {
+		w.newInstance(memberName(i))
+	}
+	for _, in := range w.insts {
+		in.up = true // the initial members all know each other from the start
+	}
+	for _, in := range w.insts {
+		if err := w.start(in, false); err != nil {
+			return err
+		}
+	}
+	bySeries := map[[2]string]*series{}
+	nstream := uint64(0)
+	for i := range sc.Traffic {
+		tr := &sc.Traffic[i]
+		sla := sc.sla(tr.SLA)
+		to := int64(tr.To)
+		if to == 0 || to > w.end {
+			to = w.end
+		}
+		for _, tenant := range tr.Tenants {
+			s := bySeries[[2]string{tenant, tr.SLA}]
+			if s == nil {
+				s = newSeries(tenant, sla, sc.Duration)
+				bySeries[[2]string{tenant, tr.SLA}] = s
+				w.series = append(w.series, s)
+			}
+			st := &stream{
+				tr:     tr,
+				series: s,
+				rng:    rand.New(rand.NewPCG(seed, 1<<32+nstream)),
+				from:   int64(tr.From),
+				to:     to,
+				burstP: int64(sla.longest()),
+			}
+			nstream++
+			x := st.draw()
+			if !tr.Poisson {
+				x = st.rng.Float64() // a random phase for even arrivals
+			}
+			if at := st.next(st.from, x); at >= 0 {
+				w.q.push(&event{at: at, kind: evArrival, stream: st})
+			}
+		}
+	}
+	return nil
+}
+
+func (sc *Scenario) sla(id string) *SLA {
+	for i := range sc.SLAs {
+		if sc.SLAs[i].ID == id {
+			return &sc.SLAs[i]
+		}
+	}
+	return nil
+}
+
+func (w *world) newInstance(name string) *instance {
+	in := &instance{w: w, idx: len(w.insts), name: name, group: w.joinGroup}
+	if off, ok := w.sc.Skew[name]; ok {
+		in.offset = int64(off)
+	} else if w.sc.SkewRandom > 0 {
+		m := int64(w.sc.SkewRandom)
+		in.offset = w.mem.Int64N(2*m+1) - m
+	}
+	w.insts = append(w.insts, in)
+	w.byName[name] = in
+	return in
+}
+
+// start (re)starts an instance with a fresh engine: it joined through a
+// seed before serving, so it knows the members on its side at once; the
+// others learn about it after the notify delay (when announce is set).
+func (w *world) start(in *instance, announce bool) error {
+	in.up = true
+	in.gen++
+	in.inc = max(in.inc+1, uint64(base+w.vt))
+	in.round = nil
+	in.view = nil
+	if w.policy == Central {
+		cfg := counters.DefaultConfig()
+		cfg.Policy = counters.Optimistic{}
+		tab, err := counters.NewTable(cfg)
+		if err != nil {
+			return fmt.Errorf("sim: %w", err)
+		}
+		in.tab = tab
+	} else {
+		eng, err := node.NewEngine(node.EngineConfig{
+			Name:        in.name,
+			Incarnation: in.inc,
+			Policy:      node.Policy(w.policy),
+			Table:       counters.DefaultConfig(),
+			Ring:        ring.DefaultConfig(),
+		})
+		if err != nil {
+			return fmt.Errorf("sim: %w", err)
+		}
+		in.eng = eng
+		w.refresh(in)
+	}
+	in.phase = w.mem.Int64N(w.sync)
+	w.q.push(&event{at: w.vt + in.phase, kind: evTick, inst: in, gen: in.gen})
+	if announce {
+		w.notifyOthers(in, int64(w.sc.Notify))
+	}
+	return nil
+}
+
+// stop takes an instance down: its engine and all its state are dropped.
+func (w *world) stop(in *instance, delay int64) {
+	in.up = false
+	in.gen++
+	in.eng, in.tab, in.round, in.view = nil, nil, nil, nil
+	w.notifyOthers(in, delay)
+}
+
+// notifyOthers schedules a membership refresh on every running member but
+// except, after delay plus a per-member jitter.
+func (w *world) notifyOthers(except *instance, delay int64) {
+	for _, in := range w.insts {
+		if in.up && in != except {
+			w.scheduleRefresh(in, delay)
+		}
+	}
+}
+
+func (w *world) scheduleRefresh(in *instance, delay int64) {
+	if j := int64(w.sc.DetectJitter); j > 0 {
+		delay += w.mem.Int64N(j)
+	}
+	w.q.push(&event{at: w.vt + delay, kind: evRefresh, inst: in, gen: in.gen})
+}
+
+// refresh feeds an instance's engine the members it can see now, the way
+// gossip's callback does in production: the running members on its side of
+// any partition.
+func (w *world) refresh(in *instance) {
+	if in.eng == nil {
+		return
+	}
+	var view []string
+	for _, o := range w.insts {
+		if o.up && o.group == in.group {
+			view = append(view, o.name)
+		}
+	}
+	slices.Sort(view)
+	if slices.Equal(view, in.view) {
+		return
+	}
+	in.view = view
+	in.eng.SetMembers(in.now(), view)
+}
+
+func (w *world) dispatch(e *event) error {
+	switch e.kind {
+	case evArrival:
+		w.arrival(e)
+	case evTick:
+		if e.inst.gen == e.gen && e.inst.up {
+			w.tick(e.inst)
+		}
+	case evRefresh:
+		if e.inst.gen == e.gen && e.inst.up {
+			w.refresh(e.inst)
+		}
+	case evDeliver:
+		w.deliver(e.msg)
+	case evFault:
+		return w.fault(e.fault)
+	}
+	return nil
+}
+
+func (w *world) arrival(e *event) {
+	st := e.stream
+	s := st.series
+	in := st.pick(w.insts)
+	var d counters.Decision
+	d.Tier = -1
+	if in != nil {
+		var err error
+		if in.tab != nil {
+			d, err = in.tab.Take(in.now(), s.limits, 1)
+		} else {
+			d, err = in.eng.Take(in.now(), s.limits, 1)
+		}
+		if err != nil {
+			d = counters.Decision{Tier: -1}
+		}
+		w.stats.Decisions++
+	}
+	s.record(w.vt, d)
+	if at := st.next(w.vt, st.draw()); at >= 0 {
+		e.at = at
+		w.q.push(e)
+	}
+}
+
+// tick is one sync interval of one instance: time out the calls of the last
+// round still unanswered, start a new round if none is left in flight, and
+// sweep expired windows.
+func (w *world) tick(in *instance) {
+	now := in.now()
+	open := false
+	for _, f := range in.round {
+		if f.done {
+			continue
+		}
+		if w.vt-f.sentAt >= w.sync {
+			f.done = true
+			w.stats.Timeouts++
+			w.fail(f)
+		} else {
+			open = true
+		}
+	}
+	if !open {
+		in.round = in.round[:0]
+		if in.eng != nil {
+			w.prepareEngine(in, now)
+			in.eng.Sweep(now)
+		} else {
+			w.prepareCentral(in, now)
+			in.tab.Sweep(now)
+		}
+	}
+	w.q.push(&event{at: w.vt + w.sync, kind: evTick, inst: in, gen: in.gen})
+}
+
+func (w *world) prepareEngine(in *instance, now time.Time) {
+	for _, b := range in.eng.Prepare(now) {
+		f := &flight{inst: in, gen: in.gen, sentAt: w.vt, batch: b}
+		in.round = append(in.round, f)
+		w.send(&message{from: in, to: w.byName[b.Owner], flight: f, req: b.Req})
+	}
+}
+
+func (w *world) fail(f *flight) {
+	in := f.inst
+	if f.batch != nil {
+		in.eng.Fail(in.now(), f.batch)
+		return
+	}
+	f.entry.Lock()
+	if s := f.entry.Slot(f.key.WindowStart); s != nil {
+		s.Demand += f.demand
+	}
+	f.entry.Unlock()
+}
+
+// send puts a message on the simulated wire. Every transmission counts in
+// sync_messages and sync_bytes, delivered or not: a request (and each
+// duplicate copy) and each answer.
+func (w *world) send(m *message) {
+	n := w.sc.Net
+	copies := 1
+	if !m.resp && n.Dup > 0 && w.net.Float64() < n.Dup {
+		copies = 2
+		w.stats.Duplicates++
+	}
+	size := int64(w.size(m))
+	for c := 0; c < copies; c++ {
+		w.messages++
+		w.bytes += size
+		if m.to == nil || m.from.group != m.to.group {
+			w.stats.Cut++
+			continue
+		}
+		if n.Loss > 0 && w.net.Float64() < n.Loss {
+			w.stats.Lost++
+			continue
+		}
+		w.q.push(&event{at: w.vt + w.latency(), kind: evDeliver, msg: m})
+	}
+}
+
+func (w *world) size(m *message) int {
+	switch {
+	case m.req != nil:
+		return proto.Size(m.req)
+	case m.answer != nil:
+		return proto.Size(m.answer)
+	}
+	return 0 // an error status: no payload
+}
+
+func (w *world) latency() int64 {
+	n := w.sc.Net
+	d := float64(n.Latency)
+	switch {
+	case n.Jitter <= 0:
+	case n.JitterDist == "lognormal":
+		d += float64(n.Jitter) * math.Exp(n.Sigma*w.net.NormFloat64())
+	default:
+		d += float64(n.Jitter) * w.net.ExpFloat64()
+	}
+	return int64(d)
+}
+
+func (w *world) deliver(m *message) {
+	if m.from.group != m.to.group { // a partition began while in flight
+		w.stats.Cut++
+		return
+	}
+	if !m.resp {
+		switch {
+		case m.to == w.storeInst:
+			w.handleStore(m)
+		case m.to.up:
+			ans, err := m.to.eng.Handle(m.to.now(), m.req)
+			if err != nil {
+				w.stats.Rejected++
+			}
+			w.send(&message{resp: true, from: m.to, to: m.from, flight: m.flight, answer: ans, err: err})
+		}
+		return // a request to a member that is down is lost
+	}
+	f := m.flight
+	in := f.inst
+	if f.done || in.gen != f.gen {
+		return // a duplicate's second answer, a late one, or the sender restarted
+	}
+	f.done = true
+	switch {
+	case m.err != nil:
+		w.fail(f)
+	case f.batch != nil:
+		if err := in.eng.Apply(in.now(), f.batch, m.answer); err != nil {
+			w.stats.ApplyErrors++
+		}
+	default:
+		w.applyCentral(f, m.total)
+	}
+}
+
+func (w *world) fault(ev *Event) error {
+	detect := int64(w.sc.Detect)
+	switch ev.Kind {
+	case EvPartition:
+		gid := map[string]int{}
+		rest := 1 // members not named go with the side written "everyone else", else the first
+		for i, g := range ev.Groups {
+			if g == nil {
+				rest = i + 1
+			}
+			for _, n := range g {
+				gid[n] = i + 1
+			}
+		}
+		for _, in := range append(slices.Clone(w.insts), w.storeInst) {
+			if g, ok := gid[in.name]; ok {
+				in.group = g
+			} else {
+				in.group = rest
+			}
+		}
+		if _, ok := gid["store"]; !ok {
+			w.storeInst.group = 1
+			if ev.Groups[0] == nil {
+				w.storeInst.group = rest
+			}
+		}
+		w.joinGroup = w.storeInst.group
+		w.notifyOthers(nil, detect)
+	case EvHeal:
+		for _, in := range w.insts {
+			in.group = 0
+		}
+		w.storeInst.group, w.joinGroup = 0, 0
+		w.notifyOthers(nil, detect)
+	case EvCrash:
+		if in := w.byName[ev.Name]; in.up {
+			w.stop(in, detect)
+		}
+	case EvLeave:
+		if in := w.byName[ev.Name]; in.up {
+			w.stop(in, int64(w.sc.Notify))
+		}
+	case EvRestart:
+		in := w.byName[ev.Name]
+		if in.up { // a restart of a running member: crash and start at once
+			in.up = false
+		}
+		return w.start(in, true)
+	case EvJoin:
+		in := w.byName[ev.Name]
+		if in == nil {
+			in = w.newInstance(ev.Name)
+		}
+		in.group = w.joinGroup
+		return w.start(in, true)
+	}
+	return nil
+}

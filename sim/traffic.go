@@ -1,0 +1,186 @@
+package sim
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/peerlimit/peerlimit/counters"
+)
+
+// series is the ground truth of one (tenant, SLA): per tier and per window
+// (by virtual time), what was offered and what was admitted across all
+// instances.
+type series struct {
+	tenant string
+	sla    *SLA
+	limits []counters.Limit // one per tier, prepared
+	tiers  []tierCount
+}
+
+type tierCount struct {
+	offered, admitted []int64 // indexed by window number since the start
+}
+
+func newSeries(tenant string, sla *SLA, dur time.Duration) *series {
+	s := &series{tenant: tenant, sla: sla}
+	for _, t := range sla.Tiers {
+		l := counters.Limit{Tenant: tenant, Endpoint: sla.ID, Method: method, Period: t.Period, Threshold: t.Threshold, Algorithm: t.Algorithm}
+		s.limits = append(s.limits, l.Prepare())
+		n := int(dur/t.Period) + 1
+		s.tiers = append(s.tiers, tierCount{offered: make([]int64, n), admitted: make([]int64, n)})
+	}
+	return s
+}
+
+// record counts one request decided at virtual time vt. A tier counts the
+// request as offered unless another tier of the SLA denied it: tiers are
+// charged together, and a request refused because of another tier says
+// nothing about this one (see the package documentation).
+func (s *series) record(vt int64, d counters.Decision) {
+	for i := range s.tiers {
+		w := int(vt / int64(s.sla.Tiers[i].Period))
+		tc := &s.tiers[i]
+		if w >= len(tc.offered) {
+			continue
+		}
+		switch {
+		case d.Allowed:
+			tc.offered[w]++
+			tc.admitted[w]++
+		case d.Tier == i || d.Tier < 0:
+			tc.offered[w]++
+		}
+	}
+}
+
+// stream generates one tenant's requests of one traffic line.
+type stream struct {
+	tr     *Traffic
+	series *series
+	rng    *rand.Rand
+	from   int64 // ns
+	to     int64 // ns, exclusive
+	burstP int64 // the SLA's longest period, ns
+	// smooth weighted round-robin state, by instance index
+	cw []float64
+}
+
+const rampStep = int64(100 * time.Millisecond)
+
+// rateAt returns the rate (per second) at vt and the next time it may
+// change. Rates are piecewise constant: ramps move in 100 ms steps.
+func (st *stream) rateAt(vt int64) (float64, int64) {
+	if vt < st.from {
+		return 0, st.from
+	}
+	if vt >= st.to {
+		return 0, math.MaxInt64
+	}
+	next := st.to
+	r := st.tr.Rate
+	if st.tr.RampTo > 0 {
+		step := (vt - st.from) / rampStep
+		stepStart := st.from + step*rampStep
+		mid := float64(stepStart+rampStep/2-st.from) / float64(st.to-st.from)
+		r = st.tr.Rate + (st.tr.RampTo-st.tr.Rate)*min(mid, 1)
+		next = min(next, stepStart+rampStep)
+	}
+	if st.tr.Burst < 1 {
+		ws := vt - vt%st.burstP
+		on := ws + int64(float64(st.burstP)*st.tr.Burst)
+		if vt < on {
+			r /= st.tr.Burst
+			next = min(next, on)
+		} else {
+			r = 0
+			next = min(next, ws+st.burstP)
+		}
+	}
+	return r, next
+}
+
+// next returns the virtual time of the arrival after vt, or -1 if there is
+// none. It walks the piecewise-constant rate until its integral from vt
+// reaches x: x is Exp(1) for Poisson arrivals (a time change of a unit-rate
+// Poisson process) and 1 for evenly spaced ones.
+func (st *stream) next(vt int64, x float64) int64 {
+	for vt < st.to {
+		r, b := st.rateAt(vt)
+		if r > 0 {
+			dt := x / r * 1e9
+			if float64(vt)+dt < float64(b) {
+				return vt + int64(dt)
+			}
+			x -= r * float64(b-vt) / 1e9
+		}
+		vt = b
+	}
+	return -1
+}
+
+func (st *stream) draw() float64 {
+	if st.tr.Poisson {
+		return st.rng.ExpFloat64()
+	}
+	return 1
+}
+
+// pick chooses the instance for the next request among the serving ones by
+// smooth weighted round-robin (nginx's): deterministic, with exactly the
+// configured proportions. Named members get their share; the others split
+// the rest evenly; shares of members not serving go to the others in
+// proportion.
+func (st *stream) pick(insts []*instance) *instance {
+	for len(st.cw) < len(insts) {
+		st.cw = append(st.cw, 0)
+	}
+	var named, rest float64
+	nRest := 0
+	for _, in := range insts {
+		if !in.serving() {
+			continue
+		}
+		if w, ok := st.share(in.name); ok {
+			named += w
+		} else {
+			nRest++
+		}
+	}
+	if nRest > 0 {
+		rest = max(0, 1-named) / float64(nRest)
+	}
+	even := named+rest*float64(nRest) <= 0 // every serving member has a zero share
+	var total float64
+	var best *instance
+	for i, in := range insts {
+		if !in.serving() {
+			continue
+		}
+		w, ok := st.share(in.name)
+		if !ok {
+			w = rest
+		}
+		if even {
+			w = 1
+		}
+		st.cw[i] += w
+		total += w
+		if best == nil || st.cw[i] > st.cw[best.idx] {
+			best = in
+		}
+	}
+	if best != nil {
+		st.cw[best.idx] -= total
+	}
+	return best
+}
+
+func (st *stream) share(name string) (float64, bool) {
+	for _, w := range st.tr.Spread {
+		if w.Name == name {
+			return w.Share, true
+		}
+	}
+	return 0, false
+}
