@@ -139,11 +139,11 @@ type instance struct {
 	offset int64  // clock skew, ns
 	group  int    // partition side; 0 when healed
 
-	eng   *node.Engine     // optimistic, static, lease
-	tab   *counters.Table  // central
-	round []*flight        // the batches of the last sync round
-	view  []string         // the membership the engine was last given
-	phase int64            // tick phase within the sync interval
+	eng   *node.Engine    // optimistic, static, lease
+	tab   *counters.Table // central
+	round []*flight       // the batches of the last sync round
+	view  []string        // the membership the engine was last given
+	phase int64           // tick phase within the sync interval
 }
 
 func (in *instance) serving() bool { return in.up }
