@@ -46,7 +46,7 @@ func (s *Slot) Unreported() int64 { return s.Own - s.Acked }
 type Entry struct {
 	mu sync.Mutex
 
-	key  uint64 // map key inside its shard (series hash, probed on collision)
+	key  uint64 // creation order in its table: the order Takes lock entries in
 	hash uint64 // series hash
 
 	tenant, endpoint, method string

@@ -50,14 +50,17 @@ func (c Config) Validate() error {
 }
 
 // Table holds the counter series of one instance. It is safe for concurrent
-// use: series are spread over shards, each with its own lock, and every
-// series has its own mutex, so decisions on different keys do not contend.
-// The zero value is not usable; call NewTable.
+// use: series are spread over shards, and every series has its own mutex,
+// so decisions on different keys do not contend. Finding a series takes no
+// lock at all: each shard is an open-addressing array of atomic pointers
+// that readers probe freely, while inserts, evictions and sweeps take the
+// shard's mutex. The zero value is not usable; call NewTable.
 type Table struct {
 	policy atomic.Pointer[Policy]
 	grace  int64
 	shards []shard
 	mask   uint64
+	seq    atomic.Uint64 // creation order of entries, for lock ordering
 
 	share   atomic.Uint64 // members<<32 | index
 	evicted atomic.Uint64
@@ -65,11 +68,31 @@ type Table struct {
 	lost    atomic.Uint64 // unreported cost dropped with evicted series
 }
 
+// shard is one part of the table: a fixed-size open-addressing array,
+// sized at twice its capacity so that probe chains stay short. Readers load
+// slots without locking; writers hold mu. A removed series leaves a
+// tombstone; when tombstones pile up the array is rebuilt and swapped in.
 type shard struct {
-	mu  sync.RWMutex
-	m   map[uint64]*Entry
-	cap int
-	_   [40]byte // keep shard locks on separate cache lines
+	mu   sync.Mutex
+	tab  atomic.Pointer[slots]
+	n    int // live series, under mu
+	dead int // tombstones, under mu
+	cap  int
+	rnd  uint64 // eviction sampling start, under mu
+	_    [24]byte
+}
+
+type slots struct {
+	s    []atomic.Pointer[Entry]
+	mask uint64
+}
+
+// tombstone marks a slot whose series was removed; probes continue past it.
+var tombstone = new(Entry)
+
+func newSlots(capacity int) *slots {
+	n := 1 << bits.Len(uint(2*capacity))
+	return &slots{s: make([]atomic.Pointer[Entry], n), mask: uint64(n - 1)}
 }
 
 // NewTable returns an empty table.
@@ -87,11 +110,13 @@ func NewTable(cfg Config) (*Table, error) {
 	}
 	per, rem := cfg.MaxEntries/cfg.Shards, cfg.MaxEntries%cfg.Shards
 	for i := range t.shards {
-		t.shards[i].m = make(map[uint64]*Entry)
-		t.shards[i].cap = per
+		sh := &t.shards[i]
+		sh.cap = per
 		if i < rem {
-			t.shards[i].cap++
+			sh.cap++
 		}
+		sh.tab.Store(newSlots(sh.cap))
+		sh.rnd = uint64(i)*0x9E3779B97F4A7C15 + 1
 	}
 	t.share.Store(1 << 32)
 	t.SetPolicy(cfg.Policy)
@@ -146,46 +171,45 @@ func (t *Table) Len() int {
 	n := 0
 	for i := range t.shards {
 		s := &t.shards[i]
-		s.mu.RLock()
-		n += len(s.m)
-		s.mu.RUnlock()
+		s.mu.Lock()
+		n += s.n
+		s.mu.Unlock()
 	}
 	return n
 }
 
+func (t *Table) shardOf(h uint64) *shard { return &t.shards[h&t.mask] }
+
+// find probes a shard's array for l's series; it takes no lock. The slot
+// index uses the hash's high bits: the low ones chose the shard.
+func (sl *slots) find(l *Limit, h uint64) *Entry {
+	for i := (h >> 32) & sl.mask; ; i = (i + 1) & sl.mask {
+		e := sl.s[i].Load()
+		if e == nil {
+			return nil
+		}
+		if e != tombstone && e.hash == h && e.matches(l) {
+			return e
+		}
+	}
+}
+
 // lookup returns the entry of l's series, creating it if needed.
 func (t *Table) lookup(l *Limit, h uint64, now int64) *Entry {
-	s := &t.shards[h&t.mask]
-	s.mu.RLock()
-	for k := h; ; k++ { // linear probing on a 64-bit hash collision
-		e := s.m[k]
-		if e == nil {
-			break
-		}
-		if e.matches(l) {
-			s.mu.RUnlock()
-			return e
-		}
+	s := t.shardOf(h)
+	if e := s.tab.Load().find(l, h); e != nil {
+		return e
 	}
-	s.mu.RUnlock()
-
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := h
-	for ; ; k++ {
-		e := s.m[k]
-		if e == nil {
-			break
-		}
-		if e.matches(l) {
-			return e
-		}
+	if e := s.tab.Load().find(l, h); e != nil {
+		return e
 	}
-	if len(s.m) >= s.cap {
+	if s.n >= s.cap {
 		t.evictOne(s, now)
 	}
 	e := &Entry{
-		key:       k,
+		key:       t.seq.Add(1),
 		hash:      h,
 		tenant:    strings.Clone(l.Tenant),
 		endpoint:  strings.Clone(l.Endpoint),
@@ -196,25 +220,84 @@ func (t *Table) lookup(l *Limit, h uint64, now int64) *Entry {
 	}
 	e.roll(now, t.grace)
 	e.lastUsed.Store(now)
-	s.m[k] = e
+	s.insert(e)
 	return e
+}
+
+// insert places e in the first free or tombstoned slot of its probe chain.
+// s.mu must be held.
+func (s *shard) insert(e *Entry) {
+	sl := s.tab.Load()
+	for i := (e.hash >> 32) & sl.mask; ; i = (i + 1) & sl.mask {
+		old := sl.s[i].Load()
+		if old == nil || old == tombstone {
+			if old == tombstone {
+				s.dead--
+			}
+			sl.s[i].Store(e)
+			s.n++
+			return
+		}
+	}
+}
+
+// remove tombstones the slot holding e and marks e dead, so that a Take
+// holding it looks the series up again. s.mu must be held.
+func (s *shard) remove(e *Entry) {
+	sl := s.tab.Load()
+	for i := (e.hash >> 32) & sl.mask; ; i = (i + 1) & sl.mask {
+		cur := sl.s[i].Load()
+		if cur == nil {
+			return
+		}
+		if cur == e {
+			sl.s[i].Store(tombstone)
+			s.n--
+			s.dead++
+			break
+		}
+	}
+	// Tombstones lengthen probes: past a quarter of the array, rebuild it
+	// with the live series only and swap it in. Readers still probing the
+	// old array find what they look for or miss it and take the lock.
+	if s.dead > len(sl.s)/4 {
+		fresh := newSlots(s.cap)
+		for i := range sl.s {
+			if x := sl.s[i].Load(); x != nil && x != tombstone {
+				for j := (x.hash >> 32) & fresh.mask; ; j = (j + 1) & fresh.mask {
+					if fresh.s[j].Load() == nil {
+						fresh.s[j].Store(x)
+						break
+					}
+				}
+			}
+		}
+		s.tab.Store(fresh)
+		s.dead = 0
+	}
 }
 
 // evictSample is how many series an eviction looks at to pick a victim.
 const evictSample = 8
 
 // evictOne removes one series from a full shard: an expired one if the
-// sample holds one, else the least recently used of the sample. s must be
-// write-locked.
+// sample holds one, else the least recently used of the sample. The sample
+// starts at a pseudo-random slot. s.mu must be held.
 func (t *Table) evictOne(s *shard, now int64) {
+	sl := s.tab.Load()
+	s.rnd ^= s.rnd << 13
+	s.rnd ^= s.rnd >> 7
+	s.rnd ^= s.rnd << 17
 	var victim *Entry
 	n := 0
-	for _, e := range s.m { // map iteration starts at a random place
+	for i, k := s.rnd&sl.mask, 0; k < len(sl.s) && n < evictSample; i, k = (i+1)&sl.mask, k+1 {
+		e := sl.s[i].Load()
+		if e == nil || e == tombstone {
+			continue
+		}
+		n++
 		if victim == nil || score(e, now) < score(victim, now) {
 			victim = e
-		}
-		if n++; n >= evictSample {
-			break
 		}
 	}
 	if victim == nil {
@@ -225,7 +308,7 @@ func (t *Table) evictOne(s *shard, now int64) {
 	expired := victim.expiresAt.Load() < now
 	lost := victim.cur.Unreported() + victim.prev.Unreported()
 	victim.mu.Unlock()
-	delete(s.m, victim.key)
+	s.remove(victim)
 	if expired {
 		t.expired.Add(1)
 		return
@@ -253,36 +336,37 @@ func (t *Table) Sweep(now time.Time) int {
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.mu.Lock()
-		for k, e := range s.m {
-			if e.expiresAt.Load() >= nowNs {
-				continue
+		var expired []*Entry
+		sl := s.tab.Load()
+		for j := range sl.s {
+			if e := sl.s[j].Load(); e != nil && e != tombstone && e.expiresAt.Load() < nowNs {
+				expired = append(expired, e)
 			}
+		}
+		for _, e := range expired {
 			e.mu.Lock()
 			e.dead = true
 			e.mu.Unlock()
-			delete(s.m, k)
-			removed++
+			s.remove(e)
 		}
+		removed += len(expired)
 		s.mu.Unlock()
 	}
 	t.expired.Add(uint64(removed))
 	return removed
 }
 
-// Range calls fn for every series in the table, until fn returns false. fn
-// runs with the series' shard read-locked: it may lock the entry, but must not
-// call back into the table.
+// Range calls fn for every series in the table, until fn returns false. It
+// takes no table lock: fn may lock the entry (and should check Dead, since a
+// series may be removed meanwhile) but must not call back into the table.
 func (t *Table) Range(fn func(e *Entry) bool) {
 	for i := range t.shards {
-		s := &t.shards[i]
-		s.mu.RLock()
-		for _, e := range s.m {
-			if !fn(e) {
-				s.mu.RUnlock()
+		sl := t.shards[i].tab.Load()
+		for j := range sl.s {
+			if e := sl.s[j].Load(); e != nil && e != tombstone && !fn(e) {
 				return
 			}
 		}
-		s.mu.RUnlock()
 	}
 }
 
@@ -290,18 +374,7 @@ func (t *Table) Range(fn func(e *Entry) bool) {
 func (t *Table) Get(tenant, endpoint, method string, period time.Duration) *Entry {
 	l := Limit{Tenant: tenant, Endpoint: endpoint, Method: method, Period: period}
 	h := l.Hash()
-	s := &t.shards[h&t.mask]
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	for k := h; ; k++ {
-		e := s.m[k]
-		if e == nil {
-			return nil
-		}
-		if e.matches(&l) {
-			return e
-		}
-	}
+	return t.shardOf(h).tab.Load().find(&l, h)
 }
 
 // GetOrCreate returns the entry of l's series, creating it (rolled to now)

@@ -26,14 +26,14 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
-		runtime_Gosched(5 * time.Millisecond)
+		pollPause()
 	}
 	return time.Since(start)
 }
 
-// runtime_Gosched waits a little between polls of a condition; the wait is
+// pollPause waits a little between polls of a condition; the wait is
 // not what synchronises anything.
-func runtime_Gosched(d time.Duration) { <-time.After(d) }
+func pollPause() { <-time.After(5 * time.Millisecond) }
 
 type testCluster struct {
 	t     testing.TB
