@@ -236,9 +236,12 @@ func (w *ownerWindow) total() int64 {
 //   - the budget is the threshold minus the weighted previous window
 //     (sliding tiers) minus what every origin admitted;
 //   - reserved first: for every window member the owner cannot reach, what
-//     it may still admit (its cap, or its static share if it never
-//     reported); for every member that never reported, its static share,
-//     which it may spend before its first answer;
+//     it may still admit (the larger of its cap and its static share, its
+//     fallback when it cannot reach its owner); for every member that never
+//     reported, its static share, which it may spend before its first
+//     answer. If an unreachable member never reported here at all (the key
+//     changed owner while it was cut off), nobody's cap grows: it may hold a
+//     grant this owner cannot know;
 //   - the rest is split among the reachable origins that reported, by
 //     demand (max-min fair: everyone gets up to an equal share, the rest by
 //     extra demand), and r gets its part as far as the caps still held by
@@ -246,40 +249,69 @@ func (w *ownerWindow) total() int64 {
 //     next report.
 func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) int64 {
 	period := int64(key.Period)
+	hash := key.SeriesHash()
 	budget := w.threshold - w.total() - o.prevWeighted(now, key, w)
-	members := o.members.window(key.WindowStart)
+	// Members that may spend in this window: alive, or gone for less than a
+	// whole period before it began (they may be serving behind a partition).
+	members := o.members.window(key.WindowStart - period)
 	n := len(members)
-	var reserved int64
+	var reserved, rStatic int64
+	frozen := false
 	var reach []*originState
 	for i, m := range members {
 		s := w.find(m)
+		share := StaticShare(w.threshold, n, i, hash)
+		if s == r {
+			rStatic = share
+		}
 		switch {
-		case s == nil:
-			reserved += StaticShare(w.threshold, n, i, key.SeriesHash())
-		case s == r || o.members.alive[m]:
+		case s == r || (s != nil && o.members.alive[m]):
 			reach = append(reach, s)
+		case o.members.alive[m]:
+			// Reachable but silent: it may spend its static share before
+			// its first answer.
+			reserved += share
+		case s != nil:
+			// Unreachable: it keeps what it holds, or falls back to its
+			// static share, whichever is larger.
+			reserved += max(0, max(s.capNow(), share)-s.total())
 		default:
-			reserved += max(0, s.capNow()-s.total())
+			// Unreachable and never heard of in this window here. If it
+			// went missing during the window, it may hold a grant from a
+			// previous owner that this one cannot know: reserve its static
+			// share and grow nobody's cap. If it was gone before the window
+			// began, the only owner it can have heard from is on its own
+			// side, which limits it to its static share by this same rule.
+			reserved += share
+			if o.members.gone[m] >= key.WindowStart {
+				frozen = true
+			}
 		}
 	}
 	if !contains(reach, r) { // r reports but is not (yet) in our view
 		reach = append(reach, r)
+		rStatic = StaticShare(w.threshold, max(n, 1), 0, hash)
 	}
 	free := budget - reserved
+	var g int64
 	if free <= 0 {
-		return r.total()
-	}
-	// Others' outstanding caps limit what r can have right now.
-	var othersOut int64
-	for _, s := range reach {
-		if s != r {
-			othersOut += max(0, s.capNow()-s.total())
+		g = r.total()
+	} else {
+		// Others' outstanding caps limit what r can have right now.
+		var othersOut int64
+		for _, s := range reach {
+			if s != r {
+				othersOut += max(0, s.capNow()-s.total())
+			}
 		}
+		left := max(0, period-(now-key.WindowStart))
+		fair := fairShare(free, reach, r, float64(left))
+		g = r.total() + max(min(fair, free-othersOut), 0)
 	}
-	left := max(0, period-(now-key.WindowStart))
-	fair := fairShare(free, reach, r, float64(left))
-	give := min(fair, free-othersOut)
-	return r.total() + max(give, 0)
+	if frozen {
+		g = min(g, max(r.held, rStatic, r.total()))
+	}
+	return g
 }
 
 func (w *ownerWindow) find(name string) *originState {

@@ -90,11 +90,33 @@ func TestOwnerReservesForUnreachableMembers(t *testing.T) {
 	if want := int64(90 - 10 - 20 - 30); ans.Grant != want {
 		t.Fatalf("grant = %d, want %d (threshold 90 - c's 10 - c's 20 reserved - b's 30 static)", ans.Grant, want)
 	}
-	// In the next window c, gone before it began, is no longer reserved for.
+	// In the next window c, gone less than a whole period before it began,
+	// is still reserved for: its static share, since it never reported in
+	// that window here (b's static share too).
 	k.WindowStart += int64(k.Period)
-	ans = o.Report(at(11*time.Second), "a", 1, &Report{Key: k, Threshold: 90, Own: 0, Demand: 100, Cap: 45})
+	ans = o.Report(at(11*time.Second), "a", 1, &Report{Key: k, Threshold: 90, Own: 0, Demand: 100, Cap: 30})
+	if want := int64(90 - 30 - 30); ans.Grant != want {
+		t.Fatalf("next window: grant = %d, want %d (b's and c's static shares reserved)", ans.Grant, want)
+	}
+	// A window later c, gone longer than a whole period, stops being
+	// reserved for: scaling down does not leak budget.
+	k.WindowStart += int64(k.Period)
+	ans = o.Report(at(21*time.Second), "a", 1, &Report{Key: k, Threshold: 90, Own: 0, Demand: 100, Cap: 45})
 	if want := int64(90 - 45); ans.Grant != want {
-		t.Fatalf("next window: grant = %d, want %d (only b's static share, now 45, reserved)", ans.Grant, want)
+		t.Fatalf("two windows on: grant = %d, want %d (only b's static share, now 45, reserved)", ans.Grant, want)
+	}
+}
+
+// TestOwnerFreezesWhenAMemberVanishesMidWindow: a member cut off during
+// the window that never reported to this owner may hold a grant from the
+// previous owner; nobody's cap may grow past its static share then.
+func TestOwnerFreezesWhenAMemberVanishesMidWindow(t *testing.T) {
+	o := NewOwner(OwnerConfig{Lease: true})
+	k := ownerKey()
+	o.SetMembers([]string{"a", "b"}, map[string]int64{"c": at(5 * time.Second).UnixNano()})
+	ans := o.Report(at(6*time.Second), "a", 1, &Report{Key: k, Threshold: 90, Own: 10, Demand: 100, Cap: 30})
+	if ans.Grant != 30 {
+		t.Fatalf("grant = %d, want a's cap frozen at its static share 30", ans.Grant)
 	}
 }
 

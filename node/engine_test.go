@@ -303,17 +303,69 @@ func TestEnginePoliciesOnSkewedOverload(t *testing.T) {
 
 func TestEngineLeasePartitionStaysWithinLimit(t *testing.T) {
 	const threshold = 900
-	c := newCluster(t, 3, PolicyLease)
-	// One window of normal traffic, then a 2|1 partition for a whole window.
-	runWindow(c, t0.Add(10*time.Second), threshold, 2*threshold/10.0, []float64{1. / 3, 1. / 3, 1. / 3}, 100*time.Millisecond)
-	cutAt := t0.Add(20 * time.Second)
-	c.partition([]string{"n0", "n1"}, []string{"n2"})
-	c.engines["n0"].SetMembers(cutAt, []string{"n0", "n1"})
-	c.engines["n1"].SetMembers(cutAt, []string{"n0", "n1"})
-	c.engines["n2"].SetMembers(cutAt, []string{"n2"})
-	got := runWindow(c, cutAt, threshold, 2*threshold/10.0, []float64{1. / 3, 1. / 3, 1. / 3}, 100*time.Millisecond)
-	t.Logf("partitioned window: admitted %d of %d", got, threshold)
-	if got > threshold*101/100 || got < threshold*95/100 {
-		t.Errorf("both sides together admitted %d, want %d..%d", got, threshold*95/100, threshold*101/100)
+	balanced := []float64{1. / 3, 1. / 3, 1. / 3}
+	for _, tc := range []struct {
+		name    string
+		weights []float64
+		minor   string // the side of one
+	}{
+		{"balanced", balanced, "n2"},
+		{"hot node in the majority", []float64{0.9, 0.05, 0.05}, "n2"},
+		{"hot node alone", []float64{0.9, 0.05, 0.05}, "n0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, 3, PolicyLease)
+			// A window of normal traffic, then the partition starts half a
+			// window in and lasts through the whole next window.
+			runWindow(c, t0.Add(10*time.Second), threshold, 2*threshold/10.0, tc.weights, 100*time.Millisecond)
+			var major []string
+			for _, n := range c.names {
+				if n != tc.minor {
+					major = append(major, n)
+				}
+			}
+			cutAt := t0.Add(25 * time.Second)
+			firstHalf := runSpan(c, t0.Add(20*time.Second), 5*time.Second, threshold, tc.weights)
+			c.partition(major, []string{tc.minor})
+			for _, n := range major {
+				c.engines[n].SetMembers(cutAt, major)
+			}
+			c.engines[tc.minor].SetMembers(cutAt, []string{tc.minor})
+			secondHalf := runSpan(c, cutAt, 5*time.Second, threshold, tc.weights)
+			whole := runWindow(c, t0.Add(30*time.Second), threshold, 2*threshold/10.0, tc.weights, 100*time.Millisecond)
+			t.Logf("window cut mid-way: %d; whole partitioned window: %d (limit %d)", firstHalf+secondHalf, whole, threshold)
+			for _, got := range []int64{firstHalf + secondHalf, whole} {
+				if got > threshold*101/100 {
+					t.Errorf("both sides together admitted %d, over %d", got, threshold*101/100)
+				}
+			}
+			if whole < threshold*95/100 && tc.name == "balanced" {
+				t.Errorf("balanced partitioned window admitted %d, want >= %d", whole, threshold*95/100)
+			}
+		})
 	}
+}
+
+// runSpan is runWindow for part of a window, with a 100 ms sync.
+func runSpan(c *cluster, start time.Time, d time.Duration, threshold int64, weights []float64) (admitted int64) {
+	const tick = 10 * time.Millisecond
+	rate := 2 * float64(threshold) / 10
+	acc := make([]float64, len(c.names))
+	next := start.Add(100 * time.Millisecond)
+	for now := start; now.Before(start.Add(d)); now = now.Add(tick) {
+		for i, name := range c.names {
+			acc[i] += rate * weights[i] * tick.Seconds()
+			for acc[i] >= 1 {
+				acc[i]--
+				if dd, _ := c.engines[name].Take(now, limit(threshold), 1); dd.Allowed {
+					admitted++
+				}
+			}
+		}
+		if !now.Before(next) {
+			c.sync(now)
+			next = next.Add(100 * time.Millisecond)
+		}
+	}
+	return admitted
 }
