@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/peerlimit/peerlimit/counters"
 	"github.com/prometheus/client_golang/prometheus"
@@ -306,6 +307,7 @@ type tierSet struct {
 	rlPrefix []string         // `"name";r=`
 	policy   string           // the RateLimit-Policy items of every tier
 	periods  []time.Duration
+	pnames   []string // periodName of each period
 }
 
 func (f *Filter) compile(l *Limits) (*compiled, error) {
@@ -375,6 +377,7 @@ func newTierSet(s *SLA, tiers []Tier) *tierSet {
 		limitStr: make([]string, n),
 		rlPrefix: make([]string, n),
 		periods:  make([]time.Duration, n),
+		pnames:   make([]string, n),
 	}
 	var policy []byte
 	for i, t := range tiers {
@@ -391,6 +394,7 @@ func newTierSet(s *SLA, tiers []Tier) *tierSet {
 		ts.limitStr[i] = strconv.FormatInt(t.Threshold, 10)
 		ts.rlPrefix[i] = `"` + name + `";r=`
 		ts.periods[i] = t.Period
+		ts.pnames[i] = periodName(t.Period)
 		if i > 0 {
 			policy = append(policy, ", "...)
 		}
@@ -604,22 +608,33 @@ func ceilSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
-// Header values, in the order of rlValues.
+// Header values, in the order of hdrBlock.v.
 const (
 	vLimit = iota
 	vRemaining
 	vReset
 	vPolicy
 	vRateLimit
-	vRetryAfter // denied only
+	vRetryAfter  // denied only
+	vContentType // denied only (HTTP)
 	numValues
 )
 
-// values formats the rate-limit values of an allowed or denied outcome
-// into v[:numValues], with one allocation for all the numbers (two when
-// several SLAs report). buf is scratch space, free again on return.
-func (o *outcome) values(v []string, buf []byte) {
-	_ = v[numValues-1]
+// hdrBlock holds the header values of one response: the strings and the
+// bytes of the numbers they are made of, in one allocation. Each header
+// gets a one-element slice of v; the number strings point into buf, which
+// is written once, before any string is made from it, and never again.
+type hdrBlock struct {
+	v   [numValues]string
+	buf [160]byte // remaining, reset, RateLimit, Retry-After; ids are <= 64 bytes
+}
+
+// values formats the rate-limit values of an allowed or denied outcome.
+// It allocates the block and, when several SLAs report, the joined policy.
+// buf is scratch space, free again on return.
+func (o *outcome) values(buf []byte) *hdrBlock {
+	blk := new(hdrBlock)
+	v := &blk.v
 	d := &o.d
 	ts, i := o.ref.ts, o.ref.i
 	remaining := max(d.Remaining, 0)
@@ -634,20 +649,22 @@ func (o *outcome) values(v []string, buf []byte) {
 		retry = max(ceilSeconds(d.RetryAfter), 1)
 		t = min(t, retry)
 	}
-	b := buf[:0]
+	b := blk.buf[:0]
 	b = strconv.AppendInt(b, remaining, 10)
 	e1 := len(b)
 	b = strconv.AppendInt(b, reset, 10)
 	e2 := len(b)
 	b = append(b, ts.rlPrefix[i]...)
-	b = strconv.AppendInt(b, remaining, 10)
+	b = append(b, b[:e1]...) // remaining again
 	b = append(b, ";t="...)
 	b = strconv.AppendInt(b, t, 10)
 	e3 := len(b)
 	if o.kind == outDenied {
 		b = strconv.AppendInt(b, retry, 10)
 	}
-	str := string(b)
+	// b is blk.buf (or, had it not fitted, a fresh array): either way it
+	// is not written again, so strings may share its bytes.
+	str := unsafe.String(unsafe.SliceData(b), len(b))
 	v[vLimit] = ts.limitStr[i]
 	v[vRemaining] = str[:e1]
 	v[vReset] = str[e1:e2]
@@ -665,4 +682,5 @@ func (o *outcome) values(v []string, buf []byte) {
 		}
 		v[vPolicy] = string(p)
 	}
+	return blk
 }

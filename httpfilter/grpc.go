@@ -90,14 +90,10 @@ func (f *Filter) checkGRPC(ctx context.Context, fullMethod string, out mdSetter)
 	o := f.decide(ctx, c, ms, tenants, s)
 	switch o.kind {
 	case outAllowed:
-		var v [numValues]string
-		o.values(v[:], s.buf[:])
-		_ = out.SetHeader(rateLimitMD(v[:], false))
+		_ = out.SetHeader(rateLimitMD(o.values(s.buf[:]), false))
 		return nil
 	case outDenied:
-		var v [numValues]string
-		o.values(v[:], s.buf[:])
-		out.SetTrailer(rateLimitMD(v[:], true))
+		out.SetTrailer(rateLimitMD(o.values(s.buf[:]), true))
 		return o.grpcStatus().Err()
 	case outNoTenant:
 		return status.Errorf(codes.InvalidArgument, "rate limit: sla %s: no valid tenant for this call (%s)", o.sla.sla.ID, o.sla.tenantSourceText())
@@ -109,7 +105,8 @@ func (f *Filter) checkGRPC(ctx context.Context, fullMethod string, out mdSetter)
 	return nil
 }
 
-func rateLimitMD(v []string, denied bool) metadata.MD {
+func rateLimitMD(blk *hdrBlock, denied bool) metadata.MD {
+	v := &blk.v
 	md := metadata.MD{
 		mdLimit:     {v[vLimit]},
 		mdRemaining: {v[vRemaining]},
@@ -127,14 +124,14 @@ func rateLimitMD(v []string, denied bool) metadata.MD {
 func (o *outcome) grpcStatus() *status.Status {
 	ts, i := o.ref.ts, o.ref.i
 	retry := max(ceilSeconds(o.d.RetryAfter), 1)
-	msg := "rate limit: sla " + o.ref.cs.sla.ID + ": quota of " + ts.limitStr[i] + " per " + periodName(ts.periods[i]) +
+	msg := "rate limit: sla " + o.ref.cs.sla.ID + ": quota of " + ts.limitStr[i] + " per " + ts.pnames[i] +
 		" exhausted; retry after " + time.Duration(retry*int64(time.Second)).String()
 	st := status.New(codes.ResourceExhausted, msg)
 	if ds, err := st.WithDetails(
 		&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Duration(retry) * time.Second)},
 		&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
 			Subject:     o.ref.cs.sla.ID,
-			Description: "policy " + ts.names[i] + ": " + ts.limitStr[i] + " per " + periodName(ts.periods[i]),
+			Description: "policy " + ts.names[i] + ": " + ts.limitStr[i] + " per " + ts.pnames[i],
 		}}},
 	); err == nil {
 		st = ds

@@ -59,7 +59,7 @@ const problemJSON = "application/problem+json"
 //
 // Without a tenant under noTenant: reject the response is 400 with a
 // problem+json body naming the SLA and the tenant source. The path is
-// matched after [path.Clean], so "//" or "/./" cannot dodge an SLA.
+// matched cleaned (as by [path.Clean]), so "//" or "/./" cannot dodge an SLA.
 func (f *Filter) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.serveHTTP(w, r, next)
@@ -73,7 +73,7 @@ func (f *Filter) serveHTTP(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	s := f.pool.Get().(*scratch)
-	ms := c.lim.MatchHTTP(r.Method, path.Clean(r.URL.Path), s.matches[:0])
+	ms := c.lim.MatchHTTP(r.Method, cleanPath(r.URL.Path), s.matches[:0])
 	if len(ms) == 0 {
 		f.pool.Put(s)
 		next.ServeHTTP(w, r)
@@ -87,19 +87,17 @@ func (f *Filter) serveHTTP(w http.ResponseWriter, r *http.Request, next http.Han
 	o := f.decide(r.Context(), c, ms, tenants, s)
 	switch o.kind {
 	case outAllowed:
-		v := new([numValues]string)
-		o.values(v[:], s.buf[:])
-		setRateLimitHeaders(w.Header(), v[:])
+		blk := o.values(s.buf[:])
+		setRateLimitHeaders(w.Header(), blk)
 		f.pool.Put(s)
 		next.ServeHTTP(w, r)
 	case outDenied:
-		v := new([numValues + 1]string)
-		o.values(v[:], s.buf[:])
+		blk := o.values(s.buf[:])
 		h := w.Header()
-		setRateLimitHeaders(h, v[:])
-		h[hdrRetryAfter] = v[vRetryAfter : vRetryAfter+1 : vRetryAfter+1]
-		v[numValues] = problemJSON
-		h[hdrContentType] = v[numValues:]
+		setRateLimitHeaders(h, blk)
+		h[hdrRetryAfter] = blk.v[vRetryAfter : vRetryAfter+1 : vRetryAfter+1]
+		blk.v[vContentType] = problemJSON
+		h[hdrContentType] = blk.v[vContentType : vContentType+1 : vContentType+1]
 		body := o.problem429(s.buf[:0])
 		w.WriteHeader(http.StatusTooManyRequests)
 		_, _ = w.Write(body)
@@ -120,15 +118,50 @@ func (f *Filter) serveHTTP(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 }
 
-// setRateLimitHeaders sets the five rate-limit headers from v. Each header
-// gets a one-element slice of v with its capacity capped, so that an Add by
-// the handler copies instead of writing into v.
-func setRateLimitHeaders(h http.Header, v []string) {
+// setRateLimitHeaders sets the five rate-limit headers. Each header gets a
+// one-element slice of blk.v with its capacity capped, so that an Add by
+// the handler copies instead of writing into the block.
+func setRateLimitHeaders(h http.Header, blk *hdrBlock) {
+	v := blk.v[:]
 	h[hdrLimit] = v[vLimit : vLimit+1 : vLimit+1]
 	h[hdrRemaining] = v[vRemaining : vRemaining+1 : vRemaining+1]
 	h[hdrReset] = v[vReset : vReset+1 : vReset+1]
 	h[hdrPolicy] = v[vPolicy : vPolicy+1 : vPolicy+1]
 	h[hdrRateLimit] = v[vRateLimit : vRateLimit+1 : vRateLimit+1]
+}
+
+// cleanPath returns p cleaned like path.Clean, without the cost of
+// path.Clean for the usual path that is already clean (no "//", no "." or
+// ".." segment, no trailing "/").
+func cleanPath(p string) string {
+	if p == "" || p[0] != '/' {
+		return p // "*" (OPTIONS) or an authority (CONNECT): no pattern matches
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] != '/' {
+			continue
+		}
+		if i+1 == len(p) {
+			if i > 0 {
+				return path.Clean(p) // trailing "/"
+			}
+			return p
+		}
+		switch p[i+1] {
+		case '/':
+			return path.Clean(p)
+		case '.':
+			// "/." or "/.." as a whole segment
+			j := i + 2
+			if j < len(p) && p[j] == '.' {
+				j++
+			}
+			if j == len(p) || p[j] == '/' {
+				return path.Clean(p)
+			}
+		}
+	}
+	return p
 }
 
 // httpTenant resolves the tenant of an HTTP request for this SLA.
@@ -182,7 +215,7 @@ func (o *outcome) problem429(b []byte) []byte {
 	b = append(b, `{"type":"`+ProblemQuotaExceeded+`","title":"Too Many Requests","status":429,"detail":"quota of `...)
 	b = append(b, ts.limitStr[i]...)
 	b = append(b, " per "...)
-	b = append(b, periodName(period)...)
+	b = append(b, ts.pnames[i]...)
 	b = append(b, " exhausted; retry after "...)
 	b = strconv.AppendInt(b, retry, 10)
 	b = append(b, ` s","sla":"`...)
