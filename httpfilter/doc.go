@@ -1,6 +1,24 @@
 // Package httpfilter turns a YAML limits file into compiled rate-limit
 // definitions (SLAs) and matches requests against them; the net/http
-// middleware and gRPC interceptor built on it charge the counters.
+// middleware and gRPC interceptors built on it ([Filter]) charge the
+// counters.
+//
+// # Enforcing
+//
+//	f, err := httpfilter.New(node, reloader)     // a Limiter and a LimitsSource
+//	http.ListenAndServe(addr, f.Middleware(mux)) // net/http
+//	grpc.NewServer(grpc.UnaryInterceptor(f.UnaryServerInterceptor()),
+//		grpc.StreamInterceptor(f.StreamServerInterceptor()))
+//
+// The [Limiter] is a *node.Node (cluster-wide counts) or [Local] over a
+// *counters.Table (this process only). Every request makes one Take for all
+// the tiers of all the SLAs it matches, so they are charged together or not
+// at all; responses carry X-RateLimit-Limit, -Remaining and -Reset and the
+// RateLimit-Policy and RateLimit fields of
+// draft-ietf-httpapi-ratelimit-headers-11; a refused request gets 429 (gRPC
+// ResourceExhausted) with Retry-After. See [Filter] for the rules (cost,
+// shadow SLAs, missing tenants, reloads) and [Filter.Middleware] for the
+// response format.
 //
 // # Limits file
 //
