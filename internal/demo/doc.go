@@ -1,0 +1,12 @@
+// Package demo is the machinery of cmd/demo-cluster: a supervisor that runs
+// peerlimit nodes as separate OS processes on 127.0.0.1, the node process
+// itself (the seeds' sample product API behind httpfilter, with admin and
+// fault-injection endpoints), a load generator that keeps the ground truth
+// of what was offered and admitted per tenant and window, a latency
+// histogram, the terminal view, the web dashboard and the JSON report.
+//
+// Everything listens on loopback only. Nothing here is meant for
+// production: it exists so that a newcomer can see a cluster enforce
+// per-tenant limits, and break it (kill, restart, partition) to watch it
+// recover.
+package demo
