@@ -37,6 +37,15 @@ type env struct {
 	opts      options
 	tenants   []string // tenant ids; the harness uses disjoint halves per phase
 	redisAddr string   // "" when Redis is not available
+	redisPID  int      // 0 when Redis is not available
+}
+
+// redisCPU returns the CPU time redis-server has used (0 without it).
+func (e env) redisCPU() time.Duration {
+	if e.redisPID == 0 {
+		return 0
+	}
+	return pidCPU(e.redisPID)
 }
 
 type designSpec struct {

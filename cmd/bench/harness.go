@@ -29,6 +29,10 @@ type result struct {
 	P50Ns             float64 `json:"p50_ns"`
 	P99Ns             float64 `json:"p99_ns"`
 	AllocsPerDecision float64 `json:"allocs_per_decision"`
+	// CPU time per decision in the throughput phase: this process (the
+	// instances, their background work and the harness), and redis-server.
+	CPUPerDecisionNs      float64 `json:"cpu_per_decision_ns"`
+	RedisCPUPerDecisionNs float64 `json:"redis_cpu_per_decision_ns"`
 	// Calls to the coordinator per second (gRPC sync calls between peers,
 	// Redis round trips), flat out and in the paced accuracy phase.
 	CoordPerSecFlat  float64 `json:"coord_calls_per_sec_flat_out"`
@@ -43,6 +47,10 @@ type result struct {
 	Undershoot       float64 `json:"undershoot_max"` // max over tenant-windows of max(0, min(o,L)-a)/min(o,L)
 	AccuracyErrors   uint64  `json:"accuracy_errors"`
 	PacingDropped    uint64  `json:"pacing_dropped"` // requests the pacers fell too far behind to offer
+	// CPU used during the accuracy phase, in cores (CPU seconds per second):
+	// this process (harness pacers included) and redis-server.
+	PacedCores      float64 `json:"paced_cores"`
+	PacedRedisCores float64 `json:"paced_redis_cores"`
 }
 
 // runDesign builds a design, measures it in both phases and closes it.
@@ -54,15 +62,18 @@ func runDesign(ctx context.Context, spec designSpec, e env, log io.Writer) (resu
 		return r, fmt.Errorf("bench: %s: %w", spec.key, err)
 	}
 	defer d.close()
+	if !spec.redis {
+		e.redisPID = 0 // an idle Redis's own housekeeping is not this design's
+	}
 	T := e.opts.Tenants
 	// Disjoint tenants per phase: the accuracy phase starts from fresh
 	// limiters whatever the throughput phase did to its own.
 	fmt.Fprintf(log, "bench: %s: throughput phase, %v, %d workers\n", spec.key, e.opts.Duration, e.opts.Workers)
-	if err := throughput(ctx, d, e.opts, 0, &r); err != nil {
+	if err := throughput(ctx, d, e, 0, &r); err != nil {
 		return r, err
 	}
 	fmt.Fprintf(log, "bench: %s: accuracy phase, %d windows of %v at 2x the limit\n", spec.key, e.opts.Windows, e.opts.Period)
-	if err := accuracy(ctx, d, e.opts, T, &r); err != nil {
+	if err := accuracy(ctx, d, e, T, &r); err != nil {
 		return r, err
 	}
 	fmt.Fprintf(log, "bench: %s: %.0f decisions/s, p50 %.0f ns, p99 %.0f ns, overshoot %.1f%%\n",
@@ -103,7 +114,8 @@ func (w *workerStats) record(ns int64) {
 // throughput runs opts.Workers goroutines deciding as fast as they can for
 // opts.Duration, round-robin over instances and the tenants [base,
 // base+Tenants).
-func throughput(ctx context.Context, d design, o options, base int, r *result) error {
+func throughput(ctx context.Context, d design, e env, base int, r *result) error {
+	o := e.opts
 	N, T, W := o.Instances, o.Tenants, o.Workers
 	// Warm up: every series exists before the clock starts.
 	for t := 0; t < T; t++ {
@@ -124,6 +136,7 @@ func throughput(ctx context.Context, d design, o options, base int, r *result) e
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 	calls0 := d.coordCalls()
+	cpu0, rcpu0 := processCPU(), e.redisCPU()
 	start := time.Now()
 	timer := time.AfterFunc(o.Duration, func() { stop.Store(true) })
 	defer timer.Stop()
@@ -155,6 +168,7 @@ func throughput(ctx context.Context, d design, o options, base int, r *result) e
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu1, rcpu1 := processCPU(), e.redisCPU()
 	calls1 := d.coordCalls()
 	runtime.ReadMemStats(&m1)
 	if err := ctx.Err(); err != nil {
@@ -178,6 +192,8 @@ func throughput(ctx context.Context, d design, o options, base int, r *result) e
 	r.P50Ns, r.P99Ns = percentile(lat, 0.50), percentile(lat, 0.99)
 	r.AllocsPerDecision = float64(m1.Mallocs-m0.Mallocs) / float64(r.Decisions)
 	r.CoordPerSecFlat = float64(calls1-calls0) / elapsed.Seconds()
+	r.CPUPerDecisionNs = float64(cpu1-cpu0) / float64(r.Decisions)
+	r.RedisCPUPerDecisionNs = float64(rcpu1-rcpu0) / float64(r.Decisions)
 	return nil
 }
 
@@ -204,7 +220,8 @@ const maxBacklog = 50 * time.Millisecond
 // period, spread evenly in time, each tenant's requests round-robin over the
 // instances, for opts.Windows windows starting at a window boundary, and
 // measures what each design admitted in each window.
-func accuracy(ctx context.Context, d design, o options, base int, r *result) error {
+func accuracy(ctx context.Context, d design, e env, base int, r *result) error {
+	o := e.opts
 	N, T, P := o.Instances, o.Tenants, int64(o.Period)
 	perTenant := 2 * float64(o.Limit) / o.Period.Seconds() // requests per second
 	G := min(o.Workers, T)
@@ -227,6 +244,7 @@ func accuracy(ctx context.Context, d design, o options, base int, r *result) err
 	}
 	var errs, dropped atomic.Uint64
 	calls0 := d.coordCalls()
+	cpu0, rcpu0 := processCPU(), e.redisCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for g := 0; g < G; g++ {
@@ -280,7 +298,10 @@ func accuracy(ctx context.Context, d design, o options, base int, r *result) err
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	r.CoordPerSecPaced = float64(d.coordCalls()-calls0) / time.Since(start).Seconds()
+	elapsed := time.Since(start).Seconds()
+	r.CoordPerSecPaced = float64(d.coordCalls()-calls0) / elapsed
+	r.PacedCores = (processCPU() - cpu0).Seconds() / elapsed
+	r.PacedRedisCores = (e.redisCPU() - rcpu0).Seconds() / elapsed
 	r.AccuracyErrors = errs.Load()
 	r.PacingDropped = dropped.Load()
 	r.Windows = o.Windows

@@ -38,6 +38,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -147,6 +148,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	designs := fs.String("designs", strings.Join(o.Designs, ","), "designs to run, comma-separated: rate, lease, optimistic, redis-request, redis-interval")
 	fs.StringVar(&o.RedisServer, "redis-server", o.RedisServer, "redis-server binary (looked up on PATH)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a markdown table")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -156,6 +158,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o.Designs = strings.Split(*designs, ",")
 	if err := o.validate(); err != nil {
 		return err
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	rep, err := bench(ctx, o, stderr)
 	if err != nil {
@@ -193,7 +206,7 @@ func bench(ctx context.Context, o options, log io.Writer) (report, error) {
 			needRedis = needRedis || s.redis
 		}
 	}
-	redisAddr, skipRedis := "", ""
+	redisAddr, redisPID, skipRedis := "", 0, ""
 	if needRedis {
 		srv, err := startRedis(o.RedisServer)
 		switch {
@@ -205,11 +218,11 @@ func bench(ctx context.Context, o options, log io.Writer) (report, error) {
 			return rep, err
 		default:
 			defer srv.stop()
-			redisAddr = srv.addr
+			redisAddr, redisPID = srv.addr, srv.cmd.Process.Pid
 			rep.Redis = "redis-server on " + srv.addr + " (--save \"\" --appendonly no)"
 		}
 	}
-	e := env{opts: o, tenants: tenants, redisAddr: redisAddr}
+	e := env{opts: o, tenants: tenants, redisAddr: redisAddr, redisPID: redisPID}
 	for run := 0; run < o.Runs; run++ {
 		var rs []result
 		for _, s := range specs {
@@ -269,6 +282,10 @@ func medians(runs [][]result) []result {
 		r.P50Ns = med(func(r *result) float64 { return r.P50Ns })
 		r.P99Ns = med(func(r *result) float64 { return r.P99Ns })
 		r.AllocsPerDecision = med(func(r *result) float64 { return r.AllocsPerDecision })
+		r.CPUPerDecisionNs = med(func(r *result) float64 { return r.CPUPerDecisionNs })
+		r.RedisCPUPerDecisionNs = med(func(r *result) float64 { return r.RedisCPUPerDecisionNs })
+		r.PacedCores = med(func(r *result) float64 { return r.PacedCores })
+		r.PacedRedisCores = med(func(r *result) float64 { return r.PacedRedisCores })
 		r.CoordPerSecFlat = med(func(r *result) float64 { return r.CoordPerSecFlat })
 		r.CoordPerSecPaced = med(func(r *result) float64 { return r.CoordPerSecPaced })
 		r.OfferedPerWindow = med(func(r *result) float64 { return r.OfferedPerWindow })
@@ -284,16 +301,18 @@ func medians(runs [][]result) []result {
 
 func writeMarkdown(w io.Writer, rep report) {
 	o := rep.Options
-	fmt.Fprintf(w, "Workload: %d tenants, %d instances in one process, limit %d per %v per tenant; "+
-		"throughput %v with %d workers; accuracy %d windows at 2x the limit; peerlimit sync every %v. %s. ",
-		o.Tenants, o.Instances, o.Limit, o.Period, o.Duration, o.Workers, o.Windows, o.Sync, rep.Machine)
+	paced := float64(o.Tenants) * 2 * float64(o.Limit) / o.Period.Seconds()
+	fmt.Fprintf(w, "Workload: %d tenants, %d instances in one process, limit %d per %v per tenant. "+
+		"Throughput phase: %d workers deciding flat out for %v. Accuracy phase: %d windows with every tenant at 2x its limit (%s decisions/s in all), round-robin over the instances. "+
+		"peerlimit sync interval %v. Machine: %s.",
+		o.Tenants, o.Instances, o.Limit, o.Period, o.Workers, o.Duration, o.Windows, count(paced), o.Sync, rep.Machine)
 	if o.Runs > 1 {
-		fmt.Fprintf(w, "Medians of %d runs.", o.Runs)
+		fmt.Fprintf(w, " Medians of %d runs.", o.Runs)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| design | decisions/s | vs (1) | p50 | p99 | allocs/decision | coordinator calls/s flat out | coordinator calls/s at 2x | overshoot | undershoot |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| design | decisions/s | vs (1) | p50 | p99 | CPU/decision | allocs/decision | coordinator calls/s flat out | coordinator calls/s at 2x | CPU at 2x (cores) | overshoot | undershoot |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	var base *result
 	for i := range rep.Results {
 		if rep.Results[i].Key == rep.Baseline && rep.Results[i].Skipped == "" {
@@ -304,12 +323,12 @@ func writeMarkdown(w io.Writer, rep report) {
 		if base == nil || b == 0 {
 			return ""
 		}
-		return fmt.Sprintf(" (%s×)", sig(v/b))
+		return " (" + sig(v/b) + "×)"
 	}
 	var notes []string
 	for i, r := range rep.Results {
 		if r.Skipped != "" {
-			fmt.Fprintf(w, "| %d. %s | %s | | | | | | | | |\n", i+1, r.Name, r.Skipped)
+			fmt.Fprintf(w, "| %d. %s | %s | | | | | | | | | | |\n", i+1, r.Name, r.Skipped)
 			continue
 		}
 		var b result
@@ -320,10 +339,18 @@ func writeMarkdown(w io.Writer, rep report) {
 		if base != nil {
 			vs = sig(r.DecisionsPerSec/b.DecisionsPerSec) + "×"
 		}
-		fmt.Fprintf(w, "| %d. %s | %s | %s | %s%s | %s%s | %.2f | %s | %s | %.1f%% | %.1f%% |\n",
+		cpu := dur(r.CPUPerDecisionNs)
+		if r.RedisCPUPerDecisionNs > 0 {
+			cpu += " + " + dur(r.RedisCPUPerDecisionNs) + " Redis"
+		}
+		cores := fmt.Sprintf("%.2f", r.PacedCores)
+		if r.PacedRedisCores > 0 {
+			cores += fmt.Sprintf(" + %.2f Redis", r.PacedRedisCores)
+		}
+		fmt.Fprintf(w, "| %d. %s | %s | %s | %s%s | %s%s | %s | %.2f | %s | %s | %s | %.1f%% | %.1f%% |\n",
 			i+1, r.Name, count(r.DecisionsPerSec), vs,
 			dur(r.P50Ns), ratio(r.P50Ns, b.P50Ns), dur(r.P99Ns), ratio(r.P99Ns, b.P99Ns),
-			r.AllocsPerDecision, count(r.CoordPerSecFlat), count(r.CoordPerSecPaced),
+			cpu, r.AllocsPerDecision, count(r.CoordPerSecFlat), count(r.CoordPerSecPaced), cores,
 			100*r.Overshoot, 100*r.Undershoot)
 		if r.Errors > 0 || r.AccuracyErrors > 0 {
 			notes = append(notes, fmt.Sprintf("%s: %d errors in the throughput phase, %d in the accuracy phase (counted as denied).", r.Name, r.Errors, r.AccuracyErrors))
