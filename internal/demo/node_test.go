@@ -1,0 +1,277 @@
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/peerlimit/peerlimit/httpfilter"
+)
+
+// An hour-long window: a test run never crosses its boundary in practice.
+const testLimits = `
+slas:
+  - id: get-product
+    match:
+      methods: [GET]
+      pathPattern: /v1/organizations/{orgId}/product/*
+    tenant: {fromPath: orgId}
+    tiers:
+      - period: 3600
+        threshold: 20
+`
+
+var client = &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 5 * time.Second}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func post(t *testing.T, url, body string) {
+	t.Helper()
+	resp, err := client.Post(url, "text/plain", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST %s: %s: %s", url, resp.Status, b)
+	}
+}
+
+// startNodes runs the plan's nodes in this process (RunNode is what a node
+// process runs) and stops them at cleanup.
+func startNodes(t *testing.T, plan Plan, lim *httpfilter.Limits) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	for _, a := range plan {
+		cfg := DefaultNodeConfig()
+		cfg.Name, cfg.Plan, cfg.Limits, cfg.SyncInterval = a.Name, plan, lim, 50*time.Millisecond
+		ready := make(chan struct{})
+		errc := make(chan error, 1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errc <- RunNode(ctx, cfg, func() { close(ready) })
+		}()
+		select {
+		case <-ready:
+		case err := <-errc:
+			t.Fatalf("node %s: %v", a.Name, err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("node %s not ready", a.Name)
+		}
+	}
+}
+
+func members(t *testing.T, base string) string {
+	var st NodeState
+	getJSON(t, base+"/admin/state", &st)
+	return strings.Join(st.Members, " ")
+}
+
+func TestNodeProcess(t *testing.T) {
+	lim, err := httpfilter.Parse("test.yaml", []byte(testLimits))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := NewPlan(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startNodes(t, plan, lim)
+	urls := []string{"http://" + plan[0].HTTP, "http://" + plan[1].HTTP}
+	for _, u := range urls {
+		waitFor(t, 10*time.Second, "both nodes see each other", func() bool { return members(t, u) == "n1 n2" })
+	}
+
+	// 30 GETs for one tenant, alternating between the nodes: the cluster
+	// admits the tenant's 20 and no more.
+	admitted := 0
+	for i := range 30 {
+		resp, err := client.Get(urls[i%2] + "/v1/organizations/acme/product/" + strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		at, err := strconv.ParseInt(resp.Header.Get(HeaderAt), 10, 64)
+		if err != nil || time.Since(time.Unix(0, at)) > time.Minute {
+			t.Fatalf("%s = %q: want the node's clock", HeaderAt, resp.Header.Get(HeaderAt))
+		}
+		if got := resp.Header.Get(HeaderNode); got != plan[i%2].Name {
+			t.Fatalf("%s = %q, want %s", HeaderNode, got, plan[i%2].Name)
+		}
+		if resp.Header.Get("X-Ratelimit-Limit") != "20" {
+			t.Fatalf("X-Ratelimit-Limit = %q, want 20 (the middleware runs)", resp.Header.Get("X-Ratelimit-Limit"))
+		}
+		switch resp.StatusCode {
+		case http.StatusOK:
+			admitted++
+		case http.StatusTooManyRequests:
+			if resp.Header.Get("Retry-After") == "" {
+				t.Fatal("429 without Retry-After")
+			}
+		default:
+			t.Fatalf("status %s", resp.Status)
+		}
+	}
+	// Each node starts with its static share (10) and both have the same
+	// demand, so the leases keep it at 10 each.
+	if admitted < 18 || admitted > 20 {
+		t.Fatalf("admitted %d of 30 against a limit of 20", admitted)
+	}
+
+	// PUT is not limited by this file and stores the product.
+	req, _ := http.NewRequest(http.MethodPut, urls[0]+"/v1/organizations/acme/product/7", strings.NewReader(`{"price":3}`))
+	resp, err := client.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	// State: the latency of every API request, the responses by class.
+	var st NodeState
+	getJSON(t, urls[0]+"/admin/state", &st)
+	if st.LatencyUs.Count != 16 || st.Served+st.Limited != 16 || st.Served < 9 {
+		t.Fatalf("n1 state: %d latencies, %d served, %d limited; want 16 requests", st.LatencyUs.Count, st.Served, st.Limited)
+	}
+	if st.Policy != "lease" || st.SyncIntervalMs != 50 || st.Name != "n1" {
+		t.Fatalf("state %+v", st)
+	}
+	waitFor(t, 5*time.Second, "sync calls (from the node that does not own acme's key)", func() bool {
+		var a, b NodeState
+		getJSON(t, urls[0]+"/admin/state", &a)
+		getJSON(t, urls[1]+"/admin/state", &b)
+		return a.SyncCalls+b.SyncCalls > 0 && a.SyncBytes+b.SyncBytes > 0
+	})
+
+	// Metrics: the node's registry, with the filter's and the demo's series.
+	mresp, err := client.Get(urls[1] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mbody, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	for _, want := range []string{"peerlimit_demo_filter_added_seconds_count 15", `peerlimit_filter_decisions_total{protocol="http",result="allowed",sla="get-product"}`} {
+		if !strings.Contains(string(mbody), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	// Partition and heal.
+	for _, u := range urls {
+		post(t, u+"/admin/partition", "n1|n2")
+	}
+	waitFor(t, 10*time.Second, "the partition splits the membership", func() bool {
+		return members(t, urls[0]) == "n1" && members(t, urls[1]) == "n2"
+	})
+	getJSON(t, urls[1]+"/admin/state", &st)
+	if st.Partition != "n1|n2" {
+		t.Fatalf("partition %q", st.Partition)
+	}
+	for _, u := range urls {
+		post(t, u+"/admin/heal", "")
+	}
+	waitFor(t, 15*time.Second, "heal joins the nodes again", func() bool {
+		return members(t, urls[0]) == "n1 n2" && members(t, urls[1]) == "n1 n2"
+	})
+	// A bad spec is refused.
+	resp, err = client.Post(urls[0]+"/admin/partition", "text/plain", strings.NewReader("n1|n7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("bad partition: %s", resp.Status)
+	}
+}
+
+func TestGenerator(t *testing.T) {
+	var hits [2]atomic.Int64
+	var n atomic.Int64
+	srv := func(i int) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hits[i].Add(1)
+			if r.Header.Get(TenantHeader) == "" || !strings.HasPrefix(r.URL.Path, "/v1/organizations/org-") {
+				w.WriteHeader(http.StatusBadRequest)
+				return
+			}
+			w.Header().Set(HeaderAt, strconv.FormatInt(time.Now().UnixNano(), 10))
+			if n.Add(1)%3 == 0 {
+				w.WriteHeader(http.StatusTooManyRequests)
+			}
+		}))
+	}
+	a, b := srv(0), srv(1)
+	defer a.Close()
+	defer b.Close()
+	work, err := BuildWorkload(seedLimits(t), 5, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(up func(int) bool) (*Generator, *Truth) {
+		cfg := DefaultLoadConfig()
+		cfg.Workload, cfg.Targets, cfg.Truth, cfg.Up = work, []string{a.URL, b.URL}, NewTruth(2), up
+		g, err := NewGenerator(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		g.Run(context.Background(), start, start.Add(300*time.Millisecond))
+		return g, cfg.Truth
+	}
+	// 300 ms at 1000 req/s: exactly 300 requests are due, round-robin.
+	g, truth := run(nil)
+	st := g.Stats()
+	total, per := truth.Totals()
+	if st.Sent+st.Dropped != 300 || total.Offered != st.Sent || st.NoTarget != 0 {
+		t.Fatalf("stats %+v, truth %+v: want 300 due, every sent request recorded", st, total)
+	}
+	if total.Errors != 0 || total.Denied != total.Offered/3 {
+		t.Fatalf("truth %+v: want a third denied, no errors", total)
+	}
+	if d := per[0].Offered - per[1].Offered; d < -1 || d > 1 {
+		t.Fatalf("round robin split %d/%d", per[0].Offered, per[1].Offered)
+	}
+	if !st.Stopped.After(st.Started) {
+		t.Fatalf("started %v, stopped %v", st.Started, st.Stopped)
+	}
+	// Node 1 down: everything goes to node 0.
+	before := hits[1].Load()
+	g, truth = run(func(i int) bool { return i == 0 })
+	_, per = truth.Totals()
+	if per[1].Offered != 0 || hits[1].Load() != before || per[0].Offered != g.Stats().Sent {
+		t.Fatalf("with node 1 down: per node %+v", per)
+	}
+	// Nothing up: nothing sent.
+	g, _ = run(func(int) bool { return false })
+	if st := g.Stats(); st.Sent != 0 || st.NoTarget != 300 {
+		t.Fatalf("nothing up: %+v", st)
+	}
+	if _, err := NewGenerator(LoadConfig{Workload: work, Targets: []string{"http://10.1.2.3:80"}, Truth: NewTruth(1), Workers: 1, Timeout: time.Second, Tick: time.Millisecond}); err == nil {
+		t.Fatal("a non-loopback target was accepted")
+	}
+}
