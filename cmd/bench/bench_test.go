@@ -118,12 +118,13 @@ func TestPercentileAndMedians(t *testing.T) {
 		t.Errorf("p50 of nothing = %v", p)
 	}
 	runs := [][]result{
-		{{Key: "a", DecisionsPerSec: 3, Overshoot: 0.3}, {Key: "b", Skipped: "no"}},
+		{{Key: "a", DecisionsPerSec: 3, Overshoot: 0.3, CoordErrors: 7}, {Key: "b", Skipped: "no"}},
 		{{Key: "a", DecisionsPerSec: 1, Overshoot: 0.1}, {Key: "b", Skipped: "no"}},
 		{{Key: "a", DecisionsPerSec: 2, Overshoot: 0.9}, {Key: "b", Skipped: "no"}},
 	}
 	m := medians(runs)
-	if m[0].DecisionsPerSec != 2 || m[0].Overshoot != 0.3 || m[1].Skipped != "no" {
+	// Figures are medians; error counts the worst run.
+	if m[0].DecisionsPerSec != 2 || m[0].Overshoot != 0.3 || m[0].CoordErrors != 7 || m[1].Skipped != "no" {
 		t.Errorf("medians = %+v", m)
 	}
 }

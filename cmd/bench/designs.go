@@ -29,6 +29,9 @@ type design interface {
 	// coordCalls returns the calls made to the coordinator so far: gRPC
 	// sync calls between peers, or Redis round trips.
 	coordCalls() uint64
+	// coordErrors returns the calls to the coordinator that failed so far
+	// (a node falls back to its static share, or a decision errs).
+	coordErrors() uint64
 	close()
 }
 
@@ -128,8 +131,9 @@ func (ri *rateInstance) limiter(tenant string) *rate.Limiter {
 	return l
 }
 
-func (d *rateDesign) coordCalls() uint64 { return 0 }
-func (d *rateDesign) close()             {}
+func (d *rateDesign) coordCalls() uint64  { return 0 }
+func (d *rateDesign) coordErrors() uint64 { return 0 }
+func (d *rateDesign) close()              {}
 
 // --- peerlimit nodes (peers, or Redis per interval) ------------------------
 
@@ -216,6 +220,31 @@ func (d *nodeDesign) coordCalls() uint64 {
 	return sum
 }
 
+// coordErrors reads peerlimit_sync_calls_total{result="error"} from every
+// node's registry.
+func (d *nodeDesign) coordErrors() uint64 {
+	var sum float64
+	for _, n := range d.nodes {
+		mfs, err := n.Registry().Gather()
+		if err != nil {
+			continue
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "peerlimit_sync_calls_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == "result" && lp.GetValue() == "error" {
+						sum += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+	}
+	return uint64(sum)
+}
+
 func (d *nodeDesign) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
@@ -234,6 +263,7 @@ type perRequestDesign struct {
 	tenants []string
 	clients []*redisstore.PerRequest
 	calls   atomic.Uint64
+	errors  atomic.Uint64
 }
 
 func newPerRequestDesign(_ context.Context, e env) (design, error) {
@@ -259,8 +289,13 @@ func newPerRequestDesign(_ context.Context, e env) (design, error) {
 func (d *perRequestDesign) decide(ctx context.Context, inst, tenant int) (bool, error) {
 	d.calls.Add(1)
 	ok, _, err := d.clients[inst].Take(ctx, d.tenants[tenant], endpoint, method, d.opts.Period, d.opts.Limit, 1, time.Now())
+	if err != nil {
+		d.errors.Add(1)
+	}
 	return ok, err
 }
+
+func (d *perRequestDesign) coordErrors() uint64 { return d.errors.Load() }
 
 func (d *perRequestDesign) coordCalls() uint64 { return d.calls.Load() }
 

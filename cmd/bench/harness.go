@@ -47,6 +47,10 @@ type result struct {
 	Undershoot       float64 `json:"undershoot_max"` // max over tenant-windows of max(0, min(o,L)-a)/min(o,L)
 	AccuracyErrors   uint64  `json:"accuracy_errors"`
 	PacingDropped    uint64  `json:"pacing_dropped"` // requests the pacers fell too far behind to offer
+	// CoordErrors counts failed calls to the coordinator over both phases:
+	// failed sync calls (the node then falls back to its static share) or
+	// failed Redis round trips.
+	CoordErrors uint64 `json:"coord_errors"`
 	// CPU used during the accuracy phase, in cores (CPU seconds per second):
 	// this process (harness pacers included) and redis-server.
 	PacedCores      float64 `json:"paced_cores"`
@@ -65,6 +69,7 @@ func runDesign(ctx context.Context, spec designSpec, e env, log io.Writer) (resu
 	if !spec.redis {
 		e.redisPID = 0 // an idle Redis's own housekeeping is not this design's
 	}
+	errs0 := d.coordErrors()
 	T := e.opts.Tenants
 	// Disjoint tenants per phase: the accuracy phase starts from fresh
 	// limiters whatever the throughput phase did to its own.
@@ -76,6 +81,7 @@ func runDesign(ctx context.Context, spec designSpec, e env, log io.Writer) (resu
 	if err := accuracy(ctx, d, e, T, &r); err != nil {
 		return r, err
 	}
+	r.CoordErrors = d.coordErrors() - errs0
 	fmt.Fprintf(log, "bench: %s: %.0f decisions/s, p50 %.0f ns, p99 %.0f ns, overshoot %.1f%%\n",
 		spec.key, r.DecisionsPerSec, r.P50Ns, r.P99Ns, 100*r.Overshoot)
 	return r, nil

@@ -276,7 +276,19 @@ func medians(runs [][]result) []result {
 		}
 		r := &out[i]
 		r.Decisions = uint64(med(func(r *result) float64 { return float64(r.Decisions) }))
-		r.Errors = uint64(med(func(r *result) float64 { return float64(r.Errors) }))
+		// Errors and drops: the worst run, not the median, so that the
+		// notes under the table never hide one.
+		worst := func(get func(r *result) uint64) uint64 {
+			var m uint64
+			for _, rs := range runs {
+				m = max(m, get(&rs[i]))
+			}
+			return m
+		}
+		r.Errors = worst(func(r *result) uint64 { return r.Errors })
+		r.AccuracyErrors = worst(func(r *result) uint64 { return r.AccuracyErrors })
+		r.PacingDropped = worst(func(r *result) uint64 { return r.PacingDropped })
+		r.CoordErrors = worst(func(r *result) uint64 { return r.CoordErrors })
 		r.AdmittedFraction = med(func(r *result) float64 { return r.AdmittedFraction })
 		r.DecisionsPerSec = med(func(r *result) float64 { return r.DecisionsPerSec })
 		r.P50Ns = med(func(r *result) float64 { return r.P50Ns })
@@ -293,8 +305,6 @@ func medians(runs [][]result) []result {
 		r.Overshoot = med(func(r *result) float64 { return r.Overshoot })
 		r.OvershootMean = med(func(r *result) float64 { return r.OvershootMean })
 		r.Undershoot = med(func(r *result) float64 { return r.Undershoot })
-		r.AccuracyErrors = uint64(med(func(r *result) float64 { return float64(r.AccuracyErrors) }))
-		r.PacingDropped = uint64(med(func(r *result) float64 { return float64(r.PacingDropped) }))
 	}
 	return out
 }
@@ -353,7 +363,9 @@ func writeMarkdown(w io.Writer, rep report) {
 			cpu, r.AllocsPerDecision, count(r.CoordPerSecFlat), count(r.CoordPerSecPaced), cores,
 			100*r.Overshoot, 100*r.Undershoot)
 		if r.Errors > 0 || r.AccuracyErrors > 0 {
-			notes = append(notes, fmt.Sprintf("%s: %d errors in the throughput phase, %d in the accuracy phase (counted as denied).", r.Name, r.Errors, r.AccuracyErrors))
+			notes = append(notes, fmt.Sprintf("%s: %d decisions failed in the throughput phase, %d in the accuracy phase (counted as denied)%s.", r.Name, r.Errors, r.AccuracyErrors, worstOf(o.Runs)))
+		} else if r.CoordErrors > 0 {
+			notes = append(notes, fmt.Sprintf("%s: %d sync calls failed (timeouts on the loaded machine; the nodes fell back to their static share until the next success)%s.", r.Name, r.CoordErrors, worstOf(o.Runs)))
 		}
 		if want := 2 * float64(o.Limit); r.OfferedPerWindow < 0.95*want {
 			notes = append(notes, fmt.Sprintf("%s: the pacers offered only %.0f per tenant-window of the %.0f intended (%d requests dropped behind schedule).", r.Name, r.OfferedPerWindow, want, r.PacingDropped))
@@ -369,6 +381,13 @@ func writeMarkdown(w io.Writer, rep report) {
 	for _, n := range notes {
 		fmt.Fprintln(w, "\nNote: "+n)
 	}
+}
+
+func worstOf(runs int) string {
+	if runs > 1 {
+		return fmt.Sprintf(", in the worst of %d runs", runs)
+	}
+	return ""
 }
 
 // sig formats a ratio with two significant figures or so.
