@@ -512,7 +512,8 @@ func (f *Filter) decide(ctx context.Context, c *compiled, ms []Match, tenants []
 		}
 		if cs.sla.Shadow {
 			if m+len(ts.limits) > counters.MaxLimits {
-				return f.fail(ctx, esets, ssets, counters.ErrTooManyLimits)
+				f.fail(ctx, nil, []slaRef{{cs, ts}}, counters.ErrTooManyLimits) // skipped: never changes the outcome
+				continue
 			}
 			for j := range ts.limits {
 				s.shadow[m] = ts.limits[j]
@@ -545,6 +546,7 @@ func (f *Filter) decide(ctx context.Context, c *compiled, ms []Match, tenants []
 		if err != nil {
 			return f.fail(ctx, esets, nil, err)
 		}
+		d.Tier = tierIndex(d.Tier, n)
 		if !d.Allowed {
 			ref := s.refs[d.Tier]
 			ref.cs.m.denied.Inc()
@@ -565,6 +567,7 @@ func (f *Filter) decide(ctx context.Context, c *compiled, ms []Match, tenants []
 			f.fail(ctx, nil, ssets, err) // a shadow SLA never changes the outcome
 			return o
 		}
+		d.Tier = tierIndex(d.Tier, m)
 		for _, e := range ssets {
 			e.cs.m.allowed.Inc()
 		}
@@ -576,6 +579,15 @@ func (f *Filter) decide(ctx context.Context, c *compiled, ms []Match, tenants []
 		}
 	}
 	return o
+}
+
+// tierIndex guards against a Limiter returning a tier out of range (the
+// limiters of this module never do): the first limit is reported then.
+func tierIndex(t, n int) int {
+	if t < 0 || t >= n {
+		return 0
+	}
+	return t
 }
 
 // fail counts and logs a limiter error.

@@ -742,9 +742,10 @@ func TestReloadKeepsCounts(t *testing.T) {
 			t.Fatalf("request %d: %d", i, r.status)
 		}
 	}
+	// A changed file, picked up by one step of the polling loop.
 	writeFile(t, path, strings.Replace(reloadV1, "threshold: 3", "threshold: 5", 1))
-	if err := rl.Reload(); err != nil {
-		t.Fatal(err)
+	if swapped, err := rl.Poll(); !swapped || err != nil {
+		t.Fatalf("Poll: swapped %v, %v", swapped, err)
 	}
 	// 2 counted under the old limits: 3 more under the new threshold.
 	for i, want := range []int{200, 200, 200, 429} {
