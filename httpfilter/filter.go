@@ -44,8 +44,9 @@ type HTTPTenantFunc func(r *http.Request) (tenant string, ok bool)
 // (with its incoming metadata and peer) and full method name.
 type GRPCTenantFunc func(ctx context.Context, fullMethod string) (tenant string, ok bool)
 
-// FilterOption configures a [Filter] (see [New]). (The name Option is
-// taken by the limits loader's options.)
+// FilterOption configures a [Filter] (see [New]). Options are values with
+// no state of their own; reuse them freely. (The name Option is taken by
+// the limits loader's options.)
 type FilterOption func(*filterConfig)
 
 type filterConfig struct {
