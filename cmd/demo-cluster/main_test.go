@@ -1,0 +1,468 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/peerlimit/peerlimit/internal/demo"
+)
+
+// demoBin is the demo binary, built once by TestMain.
+var demoBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "demo-cluster-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	demoBin = filepath.Join(dir, "demo")
+	args := []string{"build", "-o", demoBin}
+	// The nodes are built without the race detector even under -race: three
+	// race-instrumented clusters at once starve a 2-core machine (gossip
+	// starts suspecting live members). Set DEMO_RACE=1 to build them with
+	// it; the node, supervisor and generator code also runs in-process
+	// under -race in internal/demo's tests.
+	if raceEnabled && os.Getenv("DEMO_RACE") == "1" {
+		args = append(args, "-race")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	build := exec.Command(goTool, append(args, ".")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build demo-cluster:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// waitFor polls cond until it holds or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval, not synchronisation
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// run is one demo process.
+type run struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stdout *syncBuffer
+	stderr *syncBuffer
+	done   chan struct{}
+	err    error
+}
+
+// startDemo starts the demo binary with args; the process is killed at
+// cleanup if still running.
+func startDemo(t *testing.T, args ...string) *run {
+	t.Helper()
+	r := &run{t: t, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	r.cmd = exec.Command(demoBin, args...)
+	r.cmd.Stdout, r.cmd.Stderr = r.stdout, r.stderr
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { r.err = r.cmd.Wait(); close(r.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-r.done:
+		default:
+			_ = r.cmd.Process.Kill()
+			<-r.done
+		}
+		if t.Failed() {
+			t.Logf("demo stderr (tail):\n%s", tail(r.stderr.String(), 60))
+		}
+	})
+	return r
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// wait waits for the demo to exit and returns its error.
+func (r *run) wait(timeout time.Duration) error {
+	r.t.Helper()
+	select {
+	case <-r.done:
+		return r.err
+	case <-time.After(timeout):
+		r.t.Fatalf("demo still running after %v", timeout)
+		return nil
+	}
+}
+
+var nodeLine = regexp.MustCompile(`(?m)^node (n\d+) (http://127\.0\.0\.1:\d+) pid (\d+)$`)
+
+// nodes returns the node processes the demo reported starting.
+func (r *run) nodes() map[string]int {
+	out := map[string]int{}
+	for _, m := range nodeLine.FindAllStringSubmatch(r.stderr.String(), -1) {
+		pid, _ := strconv.Atoi(m[3])
+		out[m[1]] = pid
+	}
+	return out
+}
+
+// nodeProcs lists the live (not zombie) node processes of this binary whose
+// command line holds marker (an address of the run's plan).
+func nodeProcs(t *testing.T, marker string) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		c := string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
+		if !strings.Contains(c, demoBin) || !strings.Contains(c, "-role node") || !strings.Contains(c, marker) {
+			continue
+		}
+		if alive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...: the state follows the last ')'.
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// checkNoNodeLeft checks that none of the run's node processes is alive.
+func (r *run) checkNoNodeLeft(t *testing.T, within time.Duration) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("/proc is Linux only")
+	}
+	m := nodeLine.FindStringSubmatch(r.stderr.String())
+	if m == nil {
+		t.Fatal("no node line in the demo's stderr")
+	}
+	marker := strings.TrimPrefix(m[2], "http://") // n1's HTTP address: in every node's -plan
+	waitFor(t, within, "every node process to exit", func() bool {
+		for _, pid := range r.nodes() {
+			if alive(pid) {
+				return false
+			}
+		}
+		return len(nodeProcs(t, marker)) == 0
+	})
+}
+
+// checkNodesRunning checks that n node processes of the run are alive (so
+// that checkNoNodeLeft has something to find).
+func (r *run) checkNodesRunning(t *testing.T, n int) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		return
+	}
+	m := nodeLine.FindStringSubmatch(r.stderr.String())
+	if m == nil {
+		t.Fatal("no node line in the demo's stderr")
+	}
+	if got := nodeProcs(t, strings.TrimPrefix(m[2], "http://")); len(got) != n || len(r.nodes()) != n {
+		t.Fatalf("%d node processes found in /proc (%d reported), want %d", len(got), len(r.nodes()), n)
+	}
+}
+
+func parseReport(t *testing.T, out string) demo.Report {
+	t.Helper()
+	var rep demo.Report
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatalf("report does not parse: %v\n%s", err, tail(out, 20))
+	}
+	// The documented field names are there.
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(out), &raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"nodes", "policy", "windows", "latency_us", "sync"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("report lacks %q", k)
+		}
+	}
+	return rep
+}
+
+// checkWindows checks the lease bound on every complete window, and that
+// over-demanded windows get (almost) their whole limit when hotFloor.
+func checkWindows(t *testing.T, rep demo.Report, hotFloor bool) (complete, hot int) {
+	t.Helper()
+	for _, w := range rep.Windows {
+		var sum int64
+		for _, v := range w.PerNode {
+			sum += v
+		}
+		if sum != w.Admitted || w.Admitted+w.Denied+w.Errors != w.Offered {
+			t.Errorf("window %+v: counts do not add up", w)
+		}
+		if !w.Complete {
+			continue
+		}
+		complete++
+		if bound := float64(w.Limit)*1.01 + 1; float64(w.Admitted) > bound {
+			t.Errorf("%s %s window %s: admitted %d > %.1f (limit %d, offered %d, per node %v)",
+				w.Tenant, w.SLA, w.WindowStart.Format(time.TimeOnly), w.Admitted, bound, w.Limit, w.Offered, w.PerNode)
+		}
+		if float64(w.Offered) >= 1.5*float64(w.Limit) {
+			hot++
+			if hotFloor && float64(w.Admitted) < 0.95*float64(w.Limit) {
+				t.Errorf("%s %s window %s: offered %d, admitted only %d of %d (< 95%%)",
+					w.Tenant, w.SLA, w.WindowStart.Format(time.TimeOnly), w.Offered, w.Admitted, w.Limit)
+			}
+		}
+	}
+	return complete, hot
+}
+
+func TestLimitsCopyIsIdentical(t *testing.T) {
+	orig, err := os.ReadFile("../../httpfilter/limits.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(orig, limitsYAML) {
+		t.Fatal("cmd/demo-cluster/limits.yaml differs from httpfilter/limits.yaml: copy it again (cp httpfilter/limits.yaml cmd/demo-cluster/)")
+	}
+}
+
+// The seed's test, sized for a small CI machine: 3 node processes, 25
+// tenants, 600 req/s for 12 s starting at a window boundary, so that one
+// 10 s window per tenant and SLA is complete.
+func TestReport(t *testing.T) {
+	t.Parallel()
+	r := startDemo(t, "-duration", "12s", "-report", "json", "-rate", "600", "-http", "off")
+	if err := r.wait(60 * time.Second); err != nil {
+		t.Fatalf("demo failed: %v", err)
+	}
+	rep := parseReport(t, r.stdout.String())
+	if rep.Nodes != 3 || rep.Policy != "lease" || rep.Tenants != 25 || rep.Rate != 600 {
+		t.Errorf("report header: nodes %d, policy %s, tenants %d, rate %v", rep.Nodes, rep.Policy, rep.Tenants, rep.Rate)
+	}
+	l := rep.LatencyUs
+	if l.Count == 0 || l.P50 <= 0 || l.P95 < l.P50 || l.P99 < l.P95 {
+		t.Errorf("latency %+v", l)
+	}
+	if rep.Sync.Calls == 0 || rep.Sync.Bytes == 0 {
+		t.Errorf("sync %+v: want calls", rep.Sync)
+	}
+	if rep.Totals.Errors != 0 || rep.Totals.Offered < 12*600*9/10 {
+		t.Errorf("totals %+v: want ~7200 requests, no errors", rep.Totals)
+	}
+	if rep.Generator.Dropped > rep.Generator.Sent/100 {
+		t.Errorf("generator dropped %d of %d", rep.Generator.Dropped, rep.Generator.Sent)
+	}
+	for name, n := range rep.PerNode {
+		if n.Offered < rep.Totals.Offered/4 {
+			t.Errorf("node %s got %d of %d requests: not round robin", name, n.Offered, rep.Totals.Offered)
+		}
+	}
+	tenants := map[string]bool{}
+	for _, w := range rep.Windows {
+		tenants[w.Tenant] = true
+	}
+	if len(tenants) != 25 {
+		t.Errorf("%d tenants in the windows, want 25", len(tenants))
+	}
+	complete, hot := checkWindows(t, rep, true)
+	if complete < 50 || hot < 6 { // 25 tenants x 2 SLAs; 5 PUT + 1 GET hot streams at 600 req/s
+		t.Errorf("%d complete windows (%d over-demanded): want 50 (6)", complete, hot)
+	}
+	r.checkNoNodeLeft(t, 5*time.Second)
+}
+
+// A node killed mid-run (SIGKILL): the survivors keep serving and
+// enforcing.
+func TestKillNode(t *testing.T) {
+	t.Parallel()
+	r := startDemo(t, "-duration", "12s", "-report", "json", "-rate", "400", "-http", "off", "-faults", "3s kill n3")
+	if err := r.wait(60 * time.Second); err != nil {
+		t.Fatalf("demo failed: %v", err)
+	}
+	rep := parseReport(t, r.stdout.String())
+	if len(rep.Faults) != 1 || rep.Faults[0].Action != "kill" || rep.Faults[0].Error != "" {
+		t.Fatalf("faults %+v: want one successful kill", rep.Faults)
+	}
+	for _, n := range []string{"n1", "n2"} {
+		if c := rep.PerNode[n]; c.Errors != 0 || c.Admitted == 0 {
+			t.Errorf("live node %s: %+v: want requests served, none failed", n, c)
+		}
+	}
+	// n3 got a third of the first 3 s, then nothing (but what was in flight).
+	n3 := rep.PerNode["n3"]
+	if n3.Offered > 3500*400/3000 || n3.Offered < 2500*400/3000 || n3.Errors > 64 {
+		t.Errorf("killed node n3: %+v", n3)
+	}
+	if got := rep.PerNode["n1"].Offered + rep.PerNode["n2"].Offered; got < 8*400 {
+		t.Errorf("survivors got %d requests in 9 s at 400 req/s", got)
+	}
+	if complete, _ := checkWindows(t, rep, false); complete < 50 {
+		t.Errorf("%d complete windows, want 50", complete)
+	}
+	if pid := r.nodes()["n3"]; pid == 0 || alive(pid) {
+		t.Errorf("n3 (pid %d) should be dead", pid)
+	}
+	r.checkNoNodeLeft(t, 5*time.Second)
+}
+
+// SIGINT mid-run: the demo stops the nodes, prints its report and exits 0;
+// no node process is left.
+func TestInterruptLeavesNoNode(t *testing.T) {
+	t.Parallel()
+	r := startDemo(t, "-report", "json", "-rate", "200", "-align=false", "-http", "off")
+	waitFor(t, 30*time.Second, "the load to run", func() bool {
+		return strings.Contains(r.stderr.String(), "load running")
+	})
+	r.checkNodesRunning(t, 3)
+	if err := r.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.wait(20 * time.Second); err != nil {
+		t.Fatalf("exit after SIGINT: %v", err)
+	}
+	rep := parseReport(t, r.stdout.String())
+	if rep.Totals.Admitted == 0 {
+		t.Errorf("report after SIGINT: %+v", rep.Totals)
+	}
+	if !strings.Contains(r.stderr.String(), "all nodes stopped") {
+		t.Error(`no "all nodes stopped" line`)
+	}
+	r.checkNoNodeLeft(t, time.Second)
+}
+
+// -no-load prints one line per node for any load tool; the nodes serve the
+// API, /metrics and /admin/state. If the parent dies (SIGKILL, no chance to
+// clean up), the nodes exit by themselves.
+func TestNoLoadAndParentDeath(t *testing.T) {
+	t.Parallel()
+	r := startDemo(t, "-no-load", "-http", "off")
+	line := regexp.MustCompile(`^node (\d) (http://127\.0\.0\.1:\d+)$`)
+	var urls []string
+	waitFor(t, 30*time.Second, "three node lines on stdout", func() bool {
+		urls = urls[:0]
+		sc := bufio.NewScanner(strings.NewReader(r.stdout.String()))
+		for sc.Scan() {
+			if m := line.FindStringSubmatch(sc.Text()); m != nil && m[1] == strconv.Itoa(len(urls)+1) {
+				urls = append(urls, m[2])
+			}
+		}
+		return len(urls) == 3
+	})
+	client := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 5 * time.Second}
+	for _, u := range urls {
+		for path, want := range map[string]int{
+			"/v1/organizations/acme/product/1": http.StatusOK,
+			"/metrics":                         http.StatusOK,
+			"/admin/state":                     http.StatusOK,
+			"/nope":                            http.StatusNotFound,
+		} {
+			resp, err := client.Get(u + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("GET %s%s: %s", u, path, resp.Status)
+			}
+			if path == "/v1/organizations/acme/product/1" && resp.Header.Get("X-Ratelimit-Limit") != "1000" {
+				t.Errorf("GET %s%s: X-Ratelimit-Limit %q, want the seed's 1000 (body %s)", u, path, resp.Header.Get("X-Ratelimit-Limit"), b)
+			}
+		}
+	}
+	r.checkNodesRunning(t, 3)
+	if err := r.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = r.wait(5 * time.Second)
+	r.checkNoNodeLeft(t, 15*time.Second)
+}
+
+func TestBadFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"-policy", "fastest"},
+		{"-http", "0.0.0.0:8080"},
+		{"-faults", "5s explode n1"},
+		{"-config", "/does/not/exist.yaml"},
+		{"extra"},
+	} {
+		cmd := exec.Command(demoBin, args...)
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Errorf("%v: exit 0, want an error", args)
+			continue
+		}
+		if !strings.Contains(string(out), "demo") {
+			t.Errorf("%v: unhelpful output %q", args, out)
+		}
+	}
+}
