@@ -50,6 +50,12 @@ type OwnerConfig struct {
 	// Lease turns on grants (the lease policy). Without it the owner only
 	// sums.
 	Lease bool
+	// ReserveWindows is for how many windows after it was last seen a
+	// member that became unreachable is still reserved for: it may be
+	// serving on the other side of a partition. Longer keeps both sides of
+	// a longer partition within the limit; shorter wastes less budget after
+	// a crash (a graceful leave is released at once). Default 2.
+	ReserveWindows int
 }
 
 // Owner aggregates, for the windows whose series this instance owns, the
@@ -132,14 +138,19 @@ func NewOwner(cfg OwnerConfig) *Owner {
 	if cfg.Grace <= 0 {
 		cfg.Grace = 2 * time.Second
 	}
+	if cfg.ReserveWindows <= 0 {
+		cfg.ReserveWindows = 2
+	}
 	return &Owner{cfg: cfg, windows: make(map[Key]*ownerWindow)}
 }
 
 // SetMembers tells the owner who can spend budget: alive are the members it
 // can reach now, gone those it lost, with when each was last seen alive. A
-// gone member is reserved for in the windows that began before it was last
-// seen (it may still be serving on the other side of a partition) and in
-// none after, so scaling down does not leak budget. Both are copied.
+// gone member is reserved for in the windows that began less than
+// ReserveWindows periods after it was last seen (it may still be serving on
+// the other side of a partition) and in none after, so scaling down does
+// not leak budget for long. A member that left gracefully should not be in
+// gone at all. Both are copied.
 func (o *Owner) SetMembers(alive []string, gone map[string]int64) {
 	m := ownerMembers{alive: make(map[string]bool, len(alive)), gone: make(map[string]int64, len(gone))}
 	for _, a := range alive {
@@ -251,9 +262,10 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) int64 
 	period := int64(key.Period)
 	hash := key.SeriesHash()
 	budget := w.threshold - w.total() - o.prevWeighted(now, key, w)
-	// Members that may spend in this window: alive, or gone for less than a
-	// whole period before it began (they may be serving behind a partition).
-	members := o.members.window(key.WindowStart - period)
+	// Members that may spend in this window: alive, or gone for less than
+	// ReserveWindows periods before it began (they may be serving behind a
+	// partition).
+	members := o.members.window(key.WindowStart - int64(o.cfg.ReserveWindows)*period)
 	n := len(members)
 	var reserved, rStatic int64
 	frozen := false

@@ -44,8 +44,11 @@ type Config struct {
 	// used 1 s.
 	SyncInterval time.Duration
 
-	// CallTimeout bounds each sync call. Default: SyncInterval. A call that
-	// times out is retried at the next interval with nothing lost.
+	// CallTimeout bounds each sync call. Default: twice SyncInterval, and at
+	// least 500 ms, so that a busy machine (request goroutines starving the
+	// sync loop) does not turn slow answers into failures. A call that
+	// times out is retried at the next interval with nothing lost; the next
+	// interval waits for the calls of the previous one.
 	CallTimeout time.Duration
 
 	// Gossip configures membership (bind address, seeds, encryption key,
@@ -149,7 +152,7 @@ func (c Config) withDefaults() Config {
 		c.SyncInterval = d.SyncInterval
 	}
 	if c.CallTimeout == 0 {
-		c.CallTimeout = c.SyncInterval
+		c.CallTimeout = max(2*c.SyncInterval, 500*time.Millisecond)
 	}
 	if c.GRPCAddr == "" {
 		c.GRPCAddr = d.GRPCAddr

@@ -106,6 +106,7 @@ type Engine struct {
 	mu       sync.Mutex
 	alive    []string         // sorted, includes self
 	lastSeen map[string]int64 // every member ever seen, last seen alive (Unix ns)
+	departed map[string]bool  // members that announced a graceful leave
 }
 
 // NewEngine returns an engine that knows only itself.
@@ -140,6 +141,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		ring:     rg,
 		owner:    counters.NewOwner(counters.OwnerConfig{MaxWindows: cfg.OwnerWindows, Grace: cfg.Table.Grace, Lease: cfg.Policy == PolicyLease}),
 		lastSeen: map[string]int64{},
+		departed: map[string]bool{},
 	}
 	e.SetMembers(time.Unix(0, 0), []string{cfg.Name})
 	return e, nil
@@ -184,12 +186,20 @@ func (e *Engine) SetMembers(now time.Time, alive []string) {
 		e.lastSeen[m] = nowNs
 	}
 	for _, m := range a {
+		if e.departed[m] && !slices.Contains(e.alive, m) {
+			delete(e.departed, m) // it left, and now it is back
+		}
 		e.lastSeen[m] = nowNs
 	}
 	gone := map[string]int64{}
 	recent := slices.Clone(a)
 	for m, t := range e.lastSeen {
 		if slices.Contains(a, m) {
+			continue
+		}
+		if e.departed[m] { // left for good: nothing to reserve
+			delete(e.lastSeen, m)
+			delete(e.departed, m)
 			continue
 		}
 		if nowNs-t > 2*int64(e.cfg.MaxPeriod) { // long gone: forget (bounded memory)
@@ -254,7 +264,9 @@ func (e *Engine) Prepare(now time.Time) []*Batch {
 // Handoff builds the batches a member sends as it leaves gracefully: every
 // window it has counts in, to the owner that window will have once this
 // member is gone, so that the successor holds this member's counts as an
-// origin of its own and none are lost with the ring change.
+// origin of its own and none are lost with the ring change. Every batch
+// says the member is leaving, and every other member gets one (empty if
+// need be), so that no owner keeps reserving budget for it.
 func (e *Engine) Handoff(now time.Time) []*Batch {
 	others := slices.DeleteFunc(e.Members(), func(m string) bool { return m == e.cfg.Name })
 	if len(others) == 0 || e.cfg.Central != "" {
@@ -265,7 +277,19 @@ func (e *Engine) Handoff(now time.Time) []*Batch {
 		return nil
 	}
 	after.Set(others)
-	return e.prepare(now, after.Owner, 0, true)
+	bs := e.prepare(now, after.Owner, 0, true)
+	has := map[string]bool{}
+	for _, b := range bs {
+		b.Req.Leaving = true
+		has[b.Owner] = true
+	}
+	for _, m := range others {
+		if !has[m] {
+			bs = append(bs, &Batch{Owner: m, Req: &peerpb.SyncRequest{Origin: e.cfg.Name, Incarnation: e.cfg.Incarnation, Leaving: true}})
+		}
+	}
+	sort.Slice(bs, func(i, j int) bool { return bs[i].Owner < bs[j].Owner })
+	return bs
 }
 
 // prepare builds one batch per owner (as ownerOf says) of the windows to
@@ -418,7 +442,20 @@ func (e *Engine) Handle(now time.Time, req *peerpb.SyncRequest) (*peerpb.SyncRes
 		a := e.owner.Report(now, req.Origin, req.Incarnation, &r)
 		resp.Totals[i] = &peerpb.Total{Global: a.Global, Grant: a.Grant, HasGrant: a.HasGrant}
 	}
+	if req.Leaving && req.Origin != e.cfg.Name {
+		e.depart(now, req.Origin)
+	}
 	return resp, nil
+}
+
+// depart records that a member announced its graceful leave: once it is
+// out of the view, nobody reserves budget or a static share for it.
+func (e *Engine) depart(now time.Time, name string) {
+	e.mu.Lock()
+	e.departed[name] = true
+	alive := slices.Clone(e.alive)
+	e.mu.Unlock()
+	e.SetMembers(now, alive)
 }
 
 func (e *Engine) validate(req *peerpb.SyncRequest) error {

@@ -369,3 +369,42 @@ func runSpan(c *cluster, start time.Time, d time.Duration, threshold int64, weig
 	}
 	return admitted
 }
+
+// TestEngineGracefulLeaveReleasesReserve: a member that hands off and says
+// it is leaving is not reserved for afterwards (a crashed one would be, for
+// ReserveWindows windows): the survivors get the whole limit at once.
+func TestEngineGracefulLeaveReleasesReserve(t *testing.T) {
+	const threshold = 1000
+	for _, graceful := range []bool{true, false} {
+		c := newCluster(t, 3, PolicyLease)
+		even := []float64{1. / 3, 1. / 3, 1. / 3}
+		runWindow(c, t0.Add(10*time.Second), threshold, 2*threshold/10.0, even, 100*time.Millisecond)
+		at := t0.Add(20 * time.Second)
+		if graceful {
+			for _, b := range c.engines["n2"].Handoff(at) {
+				if !b.Req.Leaving {
+					t.Fatal("handoff batch does not say the member is leaving")
+				}
+				resp, err := c.engines[b.Owner].Handle(at, b.Req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.engines["n2"].Apply(at, b, resp)
+			}
+		}
+		delete(c.engines, "n2")
+		c.names = []string{"n0", "n1"}
+		c.setMembers(at, "n0", "n1")
+		got := runWindow(c, t0.Add(20*time.Second), threshold, 2*threshold/10.0, []float64{0.5, 0.5}, 100*time.Millisecond)
+		t.Logf("graceful=%v: the window after the leave admitted %d of %d", graceful, got, threshold)
+		if graceful && got < threshold*95/100 {
+			t.Errorf("after a graceful leave admitted %d, want >= %d", got, threshold*95/100)
+		}
+		if !graceful && got > threshold*80/100 {
+			t.Errorf("after a crash admitted %d: the crashed member's share should stay reserved", got)
+		}
+		if got > threshold*101/100 {
+			t.Errorf("admitted %d > limit", got)
+		}
+	}
+}

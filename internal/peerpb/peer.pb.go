@@ -78,8 +78,12 @@ type SyncRequest struct {
 	Origin string `protobuf:"bytes,1,opt,name=origin,proto3" json:"origin,omitempty"`
 	// incarnation identifies one run of the sender: a restarted instance
 	// counts from zero again, and its old counts stay in the totals.
-	Incarnation   uint64    `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
-	Reports       []*Report `protobuf:"bytes,3,rep,name=reports,proto3" json:"reports,omitempty"`
+	Incarnation uint64    `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Reports     []*Report `protobuf:"bytes,3,rep,name=reports,proto3" json:"reports,omitempty"`
+	// leaving says the sender is leaving the cluster for good (a graceful
+	// shutdown): the receiver stops reserving budget for it at once instead
+	// of treating it as possibly cut off behind a partition.
+	Leaving       bool `protobuf:"varint,4,opt,name=leaving,proto3" json:"leaving,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -133,6 +137,13 @@ func (x *SyncRequest) GetReports() []*Report {
 		return x.Reports
 	}
 	return nil
+}
+
+func (x *SyncRequest) GetLeaving() bool {
+	if x != nil {
+		return x.Leaving
+	}
+	return false
 }
 
 // Report is one window of one counter series as the sender sees it.
@@ -402,11 +413,12 @@ var File_peer_proto protoreflect.FileDescriptor
 const file_peer_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"peer.proto\x12\fpeerlimit.v1\"w\n" +
+	"peer.proto\x12\fpeerlimit.v1\"\x91\x01\n" +
 	"\vSyncRequest\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\tR\x06origin\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12.\n" +
-	"\areports\x18\x03 \x03(\v2\x14.peerlimit.v1.ReportR\areports\"\x8b\x03\n" +
+	"\areports\x18\x03 \x03(\v2\x14.peerlimit.v1.ReportR\areports\x12\x18\n" +
+	"\aleaving\x18\x04 \x01(\bR\aleaving\"\x8b\x03\n" +
 	"\x06Report\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1a\n" +
 	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x12\x16\n" +
