@@ -34,8 +34,12 @@ func Render(w io.Writer, snap *Snapshot, ansi bool) {
 		b.WriteString("---- " + snap.Time.Format("15:04:05") + " ----\n")
 	}
 	r := snap.Run
-	fmt.Fprintf(&b, "%s · %d nodes · policy %s · sync %v · %d tenants · %g req/s · limits %s    %s\n",
-		st(ansiBold, "peerlimit demo-cluster"), r.Nodes, r.Policy, r.SyncInterval, r.Tenants, r.Rate, r.Limits, snap.Time.Format("15:04:05"))
+	load := fmt.Sprintf("%d tenants · %g req/s", r.Tenants, r.Rate)
+	if r.Rate == 0 {
+		load = "no built-in load"
+	}
+	fmt.Fprintf(&b, "%s · %d nodes · policy %s · sync %v · %s · limits %s    %s\n",
+		st(ansiBold, "peerlimit demo-cluster"), r.Nodes, r.Policy, r.SyncInterval, load, r.Limits, snap.Time.Format("15:04:05"))
 	line := "load " + loadText(snap.Load)
 	if r.Dashboard != "" {
 		line = "dashboard " + r.Dashboard + " · " + line
@@ -129,8 +133,12 @@ func renderTenants(b *strings.Builder, snap *Snapshot, st func(code, s string) s
 	}
 	if !cur.IsZero() {
 		end := cur.Add(time.Duration(period * float64(time.Second)))
-		fmt.Fprintf(b, "current window %s–%s (%.1fs left) · LAST = the window before, Δ = admitted − min(offered, limit)\n",
-			cur.Format("15:04:05"), end.Format("15:04:05"), max(0, end.Sub(snap.Time).Seconds()))
+		left := fmt.Sprintf("%.1fs left", max(0, end.Sub(snap.Time).Seconds()))
+		if snap.Load.State == LoadDone {
+			left = "the last of the run"
+		}
+		fmt.Fprintf(b, "current window %s–%s (%s) · LAST = the window before, Δ = admitted − min(offered, limit)\n",
+			cur.Format("15:04:05"), end.Format("15:04:05"), left)
 	}
 	fmt.Fprintf(b, "%-11s", "")
 	for _, c := range snap.Columns {
