@@ -70,7 +70,14 @@ func (e *Entry) matches(l *Limit) bool {
 // period ago becomes the previous one; older ones are dropped. A clock that
 // runs backwards (skew between callers) never rolls an entry back: such a
 // request is counted in the newest window.
-func (e *Entry) roll(now int64, grace int64) {
+//
+// A lease carries into the next window: a grant caps the instance's own
+// estimate (its own count, plus for sliding tiers its weighted previous
+// window), and the owner counts the carried cap for a member until that
+// member reports in the new window. It carries only if the ring has not
+// changed since the owner granted it (epoch), since a new owner would not
+// know it.
+func (e *Entry) roll(now int64, grace int64, epoch uint64) {
 	if now-e.cur.Start < e.period { // still in the current window (or skewed behind it): no division
 		return
 	}
@@ -78,12 +85,16 @@ func (e *Entry) roll(now int64, grace int64) {
 	if start <= e.cur.Start {
 		return
 	}
+	next := Slot{Start: start}
 	if start == e.cur.Start+e.period {
 		e.prev = e.cur
+		if e.prev.HasGrant && e.prev.Epoch == epoch {
+			next.Granted, next.HasGrant, next.GrantedAt, next.Epoch = e.prev.Granted, true, e.prev.GrantedAt, epoch
+		}
 	} else {
 		e.prev = Slot{Start: start - e.period}
 	}
-	e.cur = Slot{Start: start}
+	e.cur = next
 	e.expiresAt.Store(start + 2*e.period + grace)
 }
 

@@ -54,7 +54,9 @@ type OwnerConfig struct {
 	// member that became unreachable is still reserved for: it may be
 	// serving on the other side of a partition. Longer keeps both sides of
 	// a longer partition within the limit; shorter wastes less budget after
-	// a crash (a graceful leave is released at once). Default 2.
+	// a crash (a graceful leave is released at once). Default 3: a partition
+	// of up to two whole windows (plus the parts of the windows where it
+	// starts and heals) stays within the limit.
 	ReserveWindows int
 }
 
@@ -139,7 +141,7 @@ func NewOwner(cfg OwnerConfig) *Owner {
 		cfg.Grace = 2 * time.Second
 	}
 	if cfg.ReserveWindows <= 0 {
-		cfg.ReserveWindows = 2
+		cfg.ReserveWindows = 3
 	}
 	return &Owner{cfg: cfg, windows: make(map[Key]*ownerWindow)}
 }
@@ -213,6 +215,7 @@ func (o *Owner) Report(now time.Time, origin string, incarnation uint64, r *Repo
 	}
 	grant := o.grant(nowNs, r.Key, w, st)
 	st.given, st.hasGiven = grant, true
+	// The cap is on the origin's estimate in its current incarnation.
 	return Answer{Global: global, Grant: grant - st.base, HasGrant: true}
 }
 
@@ -232,47 +235,106 @@ func (w *ownerWindow) origin(name string) *originState {
 // were reported to a previous owner by members that are gone). Both are
 // lower bounds of the truth, so their maximum never double counts.
 func (w *ownerWindow) total() int64 {
-	var sum, view int64
+	var view int64
 	for _, s := range w.origins {
-		sum += s.total()
 		view = max(view, s.view)
 	}
-	return max(sum, view)
+	return max(w.sum(), view)
 }
 
-// grant computes origin r's new cap (in its total own count, all
-// incarnations) so that the caps of every member that may spend in the
-// window never add up to more than the threshold:
+// sum adds up the origins' cumulative counts.
+func (w *ownerWindow) sum() int64 {
+	var sum int64
+	for _, s := range w.origins {
+		sum += s.total()
+	}
+	return sum
+}
+
+// grant computes origin r's new cap on its own estimate (its count in the
+// window, plus for sliding tiers its weighted previous window) so that the
+// caps of every member that may spend in the window never add up to more
+// than the threshold:
 //
-//   - the budget is the threshold minus the weighted previous window
-//     (sliding tiers) minus what every origin admitted;
-//   - reserved first: for every window member the owner cannot reach, what
-//     it may still admit (the larger of its cap and its static share, its
-//     fallback when it cannot reach its owner); for every member that never
-//     reported, its static share, which it may spend before its first
-//     answer. If an unreachable member never reported here at all (the key
-//     changed owner while it was cut off), nobody's cap grows: it may hold a
-//     grant this owner cannot know;
-//   - the rest is split among the reachable origins that reported, by
-//     demand (max-min fair: everyone gets up to an equal share, the rest by
-//     extra demand), and r gets its part as far as the caps still held by
-//     the others leave room. The others converge to their part at their
-//     next report.
+//   - committed first, for every member but the reachable reporters: what
+//     it has admitted and may still admit. A reachable member silent in this
+//     window may spend the cap it carried from the previous window, or its
+//     static share before its first answer. An unreachable one keeps the
+//     larger of its cap and its static share (its fallback when it cannot
+//     reach its owner). Counts of members no longer in the cluster, and
+//     counts this owner only knows of through origins' reports, are
+//     committed as they are;
+//   - if an unreachable member went missing during the window without ever
+//     reporting here (the key changed owner while it was cut off), nobody's
+//     cap grows: it may hold a grant this owner cannot know;
+//   - the rest is split among the reachable reporters by demand (max-min
+//     fair: everyone gets up to an equal share, the rest by extra demand),
+//     and r gets its part as far as the caps the others still hold leave
+//     room. The others converge to their part at their next report.
 func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) int64 {
 	period := int64(key.Period)
 	hash := key.SeriesHash()
-	budget := w.threshold - w.total() - o.prevWeighted(now, key, w)
-	// Members that may spend in this window: alive, or gone for less than
-	// ReserveWindows periods before it began (they may be serving behind a
-	// partition).
+	pk := key
+	pk.WindowStart -= period
+	prev := o.windows[pk]
+	weight := 0.0
+	if elapsed := now - key.WindowStart; w.alg == Sliding && elapsed >= 0 && elapsed < period {
+		weight = float64(period-elapsed) / float64(period)
+	}
+	prevOf := func(name string) *originState {
+		if prev == nil {
+			return nil
+		}
+		return prev.find(name)
+	}
+	// est is a member's own estimate, as the member itself computes it.
+	est := func(s *originState, name string) int64 {
+		var e int64
+		if s != nil {
+			e = s.total()
+		}
+		if ps := prevOf(name); ps != nil {
+			e += weighted(ps.total(), weight)
+		}
+		return e
+	}
+
 	members := o.members.window(key.WindowStart - int64(o.cfg.ReserveWindows)*period)
 	n := len(members)
-	var reserved, rStatic int64
+	inView := make(map[string]bool, n)
+	for _, m := range members {
+		inView[m] = true
+	}
+	// Counts no member in view accounts for: gone members' own counts, and
+	// what origins know of beyond the per-origin sums.
+	committed := w.total() - w.sum()
+	if prev != nil {
+		committed += weighted(prev.total()-prev.sum(), weight)
+	}
+	for _, s := range w.origins {
+		if !inView[s.name] && s != r {
+			committed += est(s, s.name)
+		}
+	}
+	if prev != nil {
+		for _, ps := range prev.origins {
+			if !inView[ps.name] && w.find(ps.name) == nil {
+				committed += weighted(ps.total(), weight)
+			}
+		}
+	}
+
+	var rStatic int64
 	frozen := false
 	var reach []*originState
 	for i, m := range members {
 		s := w.find(m)
 		share := StaticShare(w.threshold, n, i, hash)
+		e := est(s, m)
+		carried := share
+		if ps := prevOf(m); ps != nil && ps.hasGiven {
+			carried = ps.capNow()
+		}
 		if s == r {
 			rStatic = share
 		}
@@ -280,21 +342,17 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) int64 
 		case s == r || (s != nil && o.members.alive[m]):
 			reach = append(reach, s)
 		case o.members.alive[m]:
-			// Reachable but silent: it may spend its static share before
-			// its first answer.
-			reserved += share
+			// Silent so far in this window: it may spend its carried cap or
+			// its static share before it reports.
+			committed += max(carried, e)
 		case s != nil:
-			// Unreachable: it keeps what it holds, or falls back to its
-			// static share, whichever is larger.
-			reserved += max(0, max(s.capNow(), share)-s.total())
+			committed += max(s.capNow(), share, e)
 		default:
-			// Unreachable and never heard of in this window here. If it
-			// went missing during the window, it may hold a grant from a
-			// previous owner that this one cannot know: reserve its static
-			// share and grow nobody's cap. If it was gone before the window
-			// began, the only owner it can have heard from is on its own
-			// side, which limits it to its static share by this same rule.
-			reserved += share
+			// Unreachable and silent here: like the case above, at least
+			// its static share — both sides of a partition reserving the
+			// other side's static shares is what keeps them within the
+			// limit together.
+			committed += max(carried, share, e)
 			if o.members.gone[m] >= key.WindowStart {
 				frozen = true
 			}
@@ -304,24 +362,24 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) int64 
 		reach = append(reach, r)
 		rStatic = StaticShare(w.threshold, max(n, 1), 0, hash)
 	}
-	free := budget - reserved
-	var g int64
-	if free <= 0 {
-		g = r.total()
-	} else {
-		// Others' outstanding caps limit what r can have right now.
-		var othersOut int64
-		for _, s := range reach {
-			if s != r {
-				othersOut += max(0, s.capNow()-s.total())
-			}
+	estR := est(r, r.name)
+	free := w.threshold - committed
+	var othersOut int64
+	for _, s := range reach {
+		e := est(s, s.name)
+		free -= e
+		if s != r {
+			othersOut += max(0, s.capNow()-e)
 		}
+	}
+	g := estR
+	if free > 0 {
 		left := max(0, period-(now-key.WindowStart))
 		fair := fairShare(free, reach, r, float64(left))
-		g = r.total() + max(min(fair, free-othersOut), 0)
+		g += max(min(fair, free-othersOut), 0)
 	}
 	if frozen {
-		g = min(g, max(r.held, rStatic, r.total()))
+		g = min(g, max(r.held, rStatic, estR))
 	}
 	return g
 }
@@ -393,31 +451,6 @@ func fairShare(free int64, origins []*originState, r *originState, left float64)
 		}
 	}
 	return alloc[ri]
-}
-
-// prevWeighted is the previous window's total weighted by its share still
-// inside the sliding period, for sliding tiers the owner also holds.
-func (o *Owner) prevWeighted(now int64, key Key, w *ownerWindow) int64 {
-	if w.alg != Sliding {
-		return 0
-	}
-	pk := key
-	pk.WindowStart -= int64(key.Period)
-	pw := o.windows[pk]
-	if pw == nil {
-		return 0
-	}
-	elapsed := now - key.WindowStart
-	if elapsed < 0 || elapsed >= int64(key.Period) {
-		return 0
-	}
-	// Round up: the owner must not under-count what still weighs.
-	p := float64(pw.total()) * float64(int64(key.Period)-elapsed) / float64(key.Period)
-	c := int64(p)
-	if float64(c) < p {
-		c++
-	}
-	return c
 }
 
 // Global returns the owner's current total for a window (0 if unknown).

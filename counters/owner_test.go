@@ -98,10 +98,10 @@ func TestOwnerReservesForUnreachableMembers(t *testing.T) {
 	if want := int64(90 - 30 - 30); ans.Grant != want {
 		t.Fatalf("next window: grant = %d, want %d (b's and c's static shares reserved)", ans.Grant, want)
 	}
-	// Two windows later (ReserveWindows, default 2) c stops being reserved
+	// Three windows later (ReserveWindows, default 3) c stops being reserved
 	// for: scaling down does not leak budget for long.
-	k.WindowStart += 2 * int64(k.Period)
-	ans = o.Report(at(31*time.Second), "a", 1, &Report{Key: k, Threshold: 90, Own: 0, Demand: 100, Cap: 45})
+	k.WindowStart += 3 * int64(k.Period)
+	ans = o.Report(at(41*time.Second), "a", 1, &Report{Key: k, Threshold: 90, Own: 0, Demand: 100, Cap: 45})
 	if want := int64(90 - 45); ans.Grant != want {
 		t.Fatalf("two windows on: grant = %d, want %d (only b's static share, now 45, reserved)", ans.Grant, want)
 	}

@@ -27,6 +27,10 @@ type View struct {
 	// It is meaningful only when HasGrant is set.
 	Granted  int64
 	HasGrant bool
+	// Joined says the window began before this instance joined the
+	// cluster: the owners have already handed out the budget, so no static
+	// share is free for it until its first answer.
+	Joined bool
 }
 
 // Used is the instance's best estimate of the global count: what the owner
@@ -73,17 +77,24 @@ func (Static) Admit(v View) (bool, int64) {
 }
 
 // Lease admits only within the budget the key's owner granted this instance
-// for the window (View.Granted). Until the first grant arrives it falls back
-// to the static share, which is also what an instance keeps when it cannot
-// reach the owner.
+// (View.Granted), a cap on the instance's own estimate: its own count in
+// the window, plus for sliding tiers its weighted previous window (so room
+// frees up by itself as the previous window slides out). Without a grant it
+// falls back to the static share, which is also what an instance keeps when
+// it cannot reach the owner — except in a window that began before it
+// joined (View.Joined), whose budget the owners have already handed out:
+// there it waits for its first answer, one sync interval at most.
 type Lease struct{}
 
 // Admit implements Policy.
 func (Lease) Admit(v View) (bool, int64) {
 	if !v.HasGrant {
+		if v.Joined {
+			return false, 0 // joined mid-window: wait for the first answer
+		}
 		return admitLocal(v, StaticShare(v.Threshold, v.Members, v.Index, v.Hash))
 	}
-	if v.Own+v.Cost > v.Granted {
+	if v.PrevOwn+v.Own+v.Cost > v.Granted {
 		return false, 0
 	}
 	return true, max(0, v.Remaining()-v.Cost)

@@ -63,6 +63,8 @@ type Table struct {
 	seq    atomic.Uint64 // creation order of entries, for lock ordering
 
 	share   atomic.Uint64 // members<<32 | index
+	epoch   atomic.Uint64 // ring version, for carrying leases across windows
+	joined  atomic.Int64  // when this instance joined its cluster (Unix ns)
 	evicted atomic.Uint64
 	expired atomic.Uint64
 	lost    atomic.Uint64 // unreported cost dropped with evicted series
@@ -144,6 +146,15 @@ func (t *Table) SetShare(members, index int) {
 	t.share.Store(uint64(members)<<32 | uint64(index))
 }
 
+// SetEpoch records the version of the ownership ring in force. Leases
+// acknowledged under another version do not carry into the next window.
+func (t *Table) SetEpoch(v uint64) { t.epoch.Store(v) }
+
+// SetJoined records when this instance joined its cluster: in windows that
+// began earlier, the lease policy gives it no static share before its first
+// answer. Default 0 (joined before any window).
+func (t *Table) SetJoined(at time.Time) { t.joined.Store(at.UnixNano()) }
+
 // Share returns what SetShare set.
 func (t *Table) Share() (members, index int) {
 	s := t.share.Load()
@@ -218,7 +229,7 @@ func (t *Table) lookup(l *Limit, h uint64, now int64) *Entry {
 		threshold: l.Threshold,
 		alg:       l.Algorithm,
 	}
-	e.roll(now, t.grace)
+	e.roll(now, t.grace, t.epoch.Load())
 	e.lastUsed.Store(now)
 	s.insert(e)
 	return e

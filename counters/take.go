@@ -130,9 +130,10 @@ func (t *Table) takeOne(nowNs int64, l *Limit, cost int64) Decision {
 // check rolls a locked entry to now and asks the policy about one limit.
 // The returned decision has Tier 0.
 func (t *Table) check(nowNs int64, l *Limit, e *Entry, cost int64, share uint64) (bool, Decision) {
-	e.roll(nowNs, t.grace)
+	e.roll(nowNs, t.grace, t.epoch.Load())
 	e.threshold, e.alg = l.Threshold, l.Algorithm
 	v := e.view(nowNs, cost, int(share>>32), int(uint32(share)))
+	v.Joined = e.cur.Start < t.joined.Load()
 	ok, rem := (*t.policy.Load()).Admit(v)
 	reset := time.Duration(e.cur.Start + e.period - nowNs)
 	if !ok {

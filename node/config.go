@@ -84,6 +84,15 @@ type Config struct {
 	MaxPeriod    time.Duration
 	OwnerWindows int
 
+	// ReserveWindows (lease policy) is for how many windows a member that
+	// disappeared without announcing a leave is still reserved for, since it
+	// may be serving behind a partition. Longer keeps both sides of a longer
+	// partition within the limit; shorter wastes less of the limit after a
+	// crash (for up to this many windows, the survivors do not use the
+	// crashed member's static share). A graceful leave is released at once.
+	// Default 3.
+	ReserveWindows int
+
 	// Store, if set, sums counts centrally instead of at peer owners. See
 	// Store.
 	Store Store

@@ -86,6 +86,10 @@ type EngineConfig struct {
 	// OwnerWindows bounds the windows this member aggregates as an owner.
 	// Default 200,000.
 	OwnerWindows int
+	// ReserveWindows is for how many windows a member that became
+	// unreachable is still reserved for (it may be serving behind a
+	// partition). See counters.OwnerConfig. Default 3.
+	ReserveWindows int
 	// Central, if set, names a single place (a backing store) that every
 	// window is reported to, instead of its owner on the ring: Prepare then
 	// returns one batch, whose Owner is Central, with every changed window.
@@ -107,6 +111,7 @@ type Engine struct {
 	alive    []string         // sorted, includes self
 	lastSeen map[string]int64 // every member ever seen, last seen alive (Unix ns)
 	departed map[string]bool  // members that announced a graceful leave
+	joined   bool             // SetMembers was called: the join time is set
 }
 
 // NewEngine returns an engine that knows only itself.
@@ -139,11 +144,11 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		cfg:      cfg,
 		table:    tb,
 		ring:     rg,
-		owner:    counters.NewOwner(counters.OwnerConfig{MaxWindows: cfg.OwnerWindows, Grace: cfg.Table.Grace, Lease: cfg.Policy == PolicyLease}),
+		owner:    counters.NewOwner(counters.OwnerConfig{MaxWindows: cfg.OwnerWindows, Grace: cfg.Table.Grace, Lease: cfg.Policy == PolicyLease, ReserveWindows: cfg.ReserveWindows}),
 		lastSeen: map[string]int64{},
 		departed: map[string]bool{},
 	}
-	e.SetMembers(time.Unix(0, 0), []string{cfg.Name})
+	e.setMembers(time.Unix(0, 0), []string{cfg.Name})
 	return e, nil
 }
 
@@ -171,7 +176,24 @@ func (e *Engine) Take(now time.Time, limits []counters.Limit, cost int64) (count
 // now (self is added if missing). It rebuilds the ring, the static shares
 // (counting members gone for less than MaxPeriod, who may still be serving
 // behind a partition) and the owner's reserves.
+//
+// If the first call already shows other members, this member joined an
+// existing cluster then: in the windows already running, whose budget the
+// owners have handed out, the lease policy gives it nothing before its
+// first answer. A member whose first view is itself alone founds the
+// cluster and starts from its static share.
 func (e *Engine) SetMembers(now time.Time, alive []string) {
+	e.mu.Lock()
+	first := !e.joined
+	e.joined = true
+	e.mu.Unlock()
+	if first && slices.ContainsFunc(alive, func(m string) bool { return m != e.cfg.Name }) {
+		e.table.SetJoined(now)
+	}
+	e.setMembers(now, alive)
+}
+
+func (e *Engine) setMembers(now time.Time, alive []string) {
 	nowNs := now.UnixNano()
 	a := slices.Clone(alive)
 	if !slices.Contains(a, e.cfg.Name) {
@@ -215,6 +237,7 @@ func (e *Engine) SetMembers(now time.Time, alive []string) {
 
 	sort.Strings(recent)
 	e.ring.Set(a)
+	e.table.SetEpoch(e.ring.Version())
 	e.table.SetShare(len(recent), slices.Index(recent, e.cfg.Name))
 	e.owner.SetMembers(a, gone)
 	// Publish the view last, so that whoever sees it also sees its ring.
@@ -455,7 +478,7 @@ func (e *Engine) depart(now time.Time, name string) {
 	e.departed[name] = true
 	alive := slices.Clone(e.alive)
 	e.mu.Unlock()
-	e.SetMembers(now, alive)
+	e.setMembers(now, alive)
 }
 
 func (e *Engine) validate(req *peerpb.SyncRequest) error {

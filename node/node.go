@@ -76,15 +76,16 @@ func New(cfg Config) (*Node, error) {
 		central = "store"
 	}
 	eng, err := NewEngine(EngineConfig{
-		Name:         cfg.Name,
-		Incarnation:  uint64(cfg.Clock().UnixNano()),
-		Policy:       cfg.Policy,
-		Table:        cfg.Table,
-		Ring:         cfg.Ring,
-		MaxBatch:     cfg.MaxBatch,
-		MaxPeriod:    cfg.MaxPeriod,
-		OwnerWindows: cfg.OwnerWindows,
-		Central:      central,
+		Name:           cfg.Name,
+		Incarnation:    uint64(cfg.Clock().UnixNano()),
+		Policy:         cfg.Policy,
+		Table:          cfg.Table,
+		Ring:           cfg.Ring,
+		MaxBatch:       cfg.MaxBatch,
+		MaxPeriod:      cfg.MaxPeriod,
+		OwnerWindows:   cfg.OwnerWindows,
+		ReserveWindows: cfg.ReserveWindows,
+		Central:        central,
 	})
 	if err != nil {
 		return nil, err
