@@ -221,7 +221,7 @@ func New(limiter Limiter, src LimitsSource, opts ...FilterOption) (*Filter, erro
 	}
 	f.log = f.log.With("component", "httpfilter")
 	f.pool.New = func() any { return new(scratch) }
-	m, err := safeMetrics(cfg.reg)
+	m, err := newMetrics(cfg.reg)
 	if err != nil {
 		return nil, err
 	}
@@ -233,15 +233,6 @@ func New(limiter Limiter, src LimitsSource, opts ...FilterOption) (*Filter, erro
 	f.cur.Store(c)
 	m.reloads.WithLabelValues("ok").Inc()
 	return f, nil
-}
-
-func safeMetrics(reg prometheus.Registerer) (m *metrics, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("httpfilter: register metrics: %v", r)
-		}
-	}()
-	return newMetrics(reg), nil
 }
 
 // Limits returns the limits the filter enforces now: the source's, unless

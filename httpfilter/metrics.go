@@ -1,6 +1,8 @@
 package httpfilter
 
 import (
+	"fmt"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -21,7 +23,7 @@ type metrics struct {
 	reloads   *prometheus.CounterVec // result: ok, rejected
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "peerlimit",
@@ -43,10 +45,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:      "New limits seen by the filter. result: ok (now enforced), rejected (not usable by this filter, e.g. an unregistered tenant func: the previous limits stay in force).",
 		}, []string{"result"}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.decisions, m.wouldDeny, m.reloads)
+	if reg == nil {
+		return m, nil
 	}
-	return m
+	cs := []prometheus.Collector{m.decisions, m.wouldDeny, m.reloads}
+	for i, c := range cs {
+		if err := reg.Register(c); err != nil {
+			for _, done := range cs[:i] {
+				reg.Unregister(done)
+			}
+			return nil, fmt.Errorf("httpfilter: register metrics: %w", err)
+		}
+	}
+	return m, nil
 }
 
 // slaMetrics are one SLA's counters for one protocol.
