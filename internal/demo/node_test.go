@@ -107,10 +107,14 @@ func TestNodeProcess(t *testing.T) {
 		waitFor(t, 10*time.Second, "both nodes see each other", func() bool { return members(t, u) == "n1 n2" })
 	}
 
-	// 30 GETs for one tenant, alternating between the nodes: the cluster
-	// admits the tenant's 20 and no more.
-	admitted := 0
-	for i := range 30 {
+	// GETs for one tenant, alternating between the nodes, until the
+	// tenant's 20 are admitted; then the cluster admits no more. (A node
+	// that joined through a seed gets no budget in the window running when
+	// it joined until its first sync answer, so the first requests to it
+	// may be refused: that is the lease policy being safe, see
+	// node.Engine.SetMembers.)
+	admitted, sent := 0, 0
+	get := func(i int) int {
 		resp, err := client.Get(urls[i%2] + "/v1/organizations/acme/product/" + strconv.Itoa(i))
 		if err != nil {
 			t.Fatal(err)
@@ -129,7 +133,6 @@ func TestNodeProcess(t *testing.T) {
 		}
 		switch resp.StatusCode {
 		case http.StatusOK:
-			admitted++
 		case http.StatusTooManyRequests:
 			if resp.Header.Get("Retry-After") == "" {
 				t.Fatal("429 without Retry-After")
@@ -137,11 +140,23 @@ func TestNodeProcess(t *testing.T) {
 		default:
 			t.Fatalf("status %s", resp.Status)
 		}
+		return resp.StatusCode
 	}
-	// Each node starts with its static share (10) and both have the same
-	// demand, so the leases keep it at 10 each.
-	if admitted < 18 || admitted > 20 {
-		t.Fatalf("admitted %d of 30 against a limit of 20", admitted)
+	waitFor(t, 10*time.Second, "the tenant's 20 requests to be admitted", func() bool {
+		if get(sent) == http.StatusOK {
+			admitted++
+		}
+		sent++
+		return admitted >= 20
+	})
+	for range 10 {
+		if get(sent) == http.StatusOK {
+			admitted++
+		}
+		sent++
+	}
+	if admitted != 20 {
+		t.Fatalf("admitted %d of %d against a limit of 20", admitted, sent)
 	}
 
 	// PUT is not limited by this file and stores the product.
@@ -155,8 +170,9 @@ func TestNodeProcess(t *testing.T) {
 	// State: the latency of every API request, the responses by class.
 	var st NodeState
 	getJSON(t, urls[0]+"/admin/state", &st)
-	if st.LatencyUs.Count != 16 || st.Served+st.Limited != 16 || st.Served < 9 {
-		t.Fatalf("n1 state: %d latencies, %d served, %d limited; want 16 requests", st.LatencyUs.Count, st.Served, st.Limited)
+	n1 := uint64(sent+1)/2 + 1 // its GETs and the PUT
+	if st.LatencyUs.Count != n1 || st.Served+st.Limited != n1 || st.Served < 2 {
+		t.Fatalf("n1 state: %d latencies, %d served, %d limited; want %d requests", st.LatencyUs.Count, st.Served, st.Limited, n1)
 	}
 	if st.Policy != "lease" || st.SyncIntervalMs != 50 || st.Name != "n1" {
 		t.Fatalf("state %+v", st)
@@ -175,7 +191,7 @@ func TestNodeProcess(t *testing.T) {
 	}
 	mbody, _ := io.ReadAll(mresp.Body)
 	mresp.Body.Close()
-	for _, want := range []string{"peerlimit_demo_filter_added_seconds_count 15", `peerlimit_filter_decisions_total{protocol="http",result="allowed",sla="get-product"}`} {
+	for _, want := range []string{"peerlimit_demo_filter_added_seconds_count " + strconv.Itoa(sent/2), `peerlimit_filter_decisions_total{protocol="http",result="allowed",sla="get-product"}`} {
 		if !strings.Contains(string(mbody), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
