@@ -464,7 +464,7 @@ type Report struct {
 type ReportSync struct {
 	Calls    uint64  `json:"calls"`
 	Bytes    uint64  `json:"bytes"`
-	CallsPer float64 `json:"calls_per_s"`
+	CallsPer float64 `json:"calls_per_s"` // per second of load (of uptime with -no-load)
 }
 
 // ReportWindow is one window of the ground truth.
@@ -503,8 +503,14 @@ func (m *Monitor) Report() Report {
 	if snap != nil {
 		r.LatencyUs = snap.Cluster.LatencyTotal
 		r.Sync = ReportSync{Calls: snap.Cluster.SyncCalls, Bytes: snap.Cluster.SyncBytes}
-		if up := snap.Time.Sub(m.run.Started).Seconds(); up > 0 {
-			r.Sync.CallsPer = math.Round(float64(r.Sync.Calls)/up*10) / 10
+		// Calls happen only while there are counts to sync: per second of
+		// load (per second of uptime without load).
+		span := snap.Time.Sub(m.run.Started).Seconds()
+		if !gs.Started.IsZero() && !gs.Stopped.IsZero() {
+			span = gs.Stopped.Sub(gs.Started).Seconds()
+		}
+		if span > 0 {
+			r.Sync.CallsPer = math.Round(float64(r.Sync.Calls)/span*10) / 10
 		}
 	}
 	total, perNode := m.truth.Totals()
