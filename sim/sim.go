@@ -58,6 +58,9 @@ type Stats struct {
 	// batches an owner refused (e.g. a member it does not know yet),
 	// ApplyErrors the answers Apply refused.
 	Lost, Cut, Duplicates, Timeouts, Rejected, ApplyErrors int64
+	// Evicted counts series evicted from local tables (the sizing should
+	// make it 0).
+	Evicted int64
 }
 
 // DecisionsPerSecond returns simulated decisions per second of real time.
@@ -102,6 +105,9 @@ func Run(sc *Scenario, p Policy, seed uint64) (*Result, error) {
 			return nil, err
 		}
 	}
+	for _, in := range w.insts {
+		w.countEvictions(in)
+	}
 	w.stats.Wall = time.Since(start)
 	return w.result(), nil
 }
@@ -130,14 +136,17 @@ type world struct {
 
 // instance is one simulated member.
 type instance struct {
-	w      *world
-	idx    int
-	name   string
-	up     bool   // running and a member
-	gen    uint64 // bumped on every crash, leave and restart
-	inc    uint64 // incarnation of the running engine
-	offset int64  // clock skew, ns
-	group  int    // partition side; 0 when healed
+	w    *world
+	idx  int
+	name string
+	up   bool // running and a member
+	// leaving is the stage of a graceful shutdown: 1 while the final sync
+	// is in flight, 2 while the handoff batches are.
+	leaving int
+	gen     uint64 // bumped on every crash, leave and restart
+	inc     uint64 // incarnation of the running engine
+	offset  int64  // clock skew, ns
+	group   int    // partition side; 0 when healed
 
 	eng   *node.Engine    // optimistic, static, lease
 	tab   *counters.Table // central
@@ -146,7 +155,9 @@ type instance struct {
 	phase int64           // tick phase within the sync interval
 }
 
-func (in *instance) serving() bool { return in.up }
+// serving reports whether the load balancer sends the instance requests:
+// it is running and not shutting down.
+func (in *instance) serving() bool { return in.up && in.leaving == 0 }
 
 // now returns the instance's clock: virtual time plus its skew.
 func (in *instance) now() time.Time { return time.Unix(0, base+in.w.vt+in.offset) }
@@ -232,6 +243,21 @@ func (w *world) setup(seed uint64) error {
 	return nil
 }
 
+// tableConfig sizes the local counter tables to the scenario: one shard
+// (a run is single-threaded: nothing contends) holding four times its
+// series, so that nothing is ever evicted (Stats.Evicted checks it), and no
+// larger, since Prepare and Sweep scan a table's whole capacity.
+func (w *world) tableConfig() counters.Config {
+	cfg := counters.DefaultConfig()
+	n := 0
+	for _, tr := range w.sc.Traffic {
+		n += len(tr.Tenants) * len(w.sc.sla(tr.SLA).Tiers)
+	}
+	cfg.Shards = 1
+	cfg.MaxEntries = max(16, 4*n)
+	return cfg
+}
+
 func (sc *Scenario) sla(id string) *SLA {
 	for i := range sc.SLAs {
 		if sc.SLAs[i].ID == id {
@@ -259,12 +285,13 @@ func (w *world) newInstance(name string) *instance {
 // others learn about it after the notify delay (when announce is set).
 func (w *world) start(in *instance, announce bool) error {
 	in.up = true
+	in.leaving = 0
 	in.gen++
 	in.inc = max(in.inc+1, uint64(base+w.vt))
 	in.round = nil
 	in.view = nil
 	if w.policy == Central {
-		cfg := counters.DefaultConfig()
+		cfg := w.tableConfig()
 		cfg.Policy = counters.Optimistic{}
 		tab, err := counters.NewTable(cfg)
 		if err != nil {
@@ -276,7 +303,7 @@ func (w *world) start(in *instance, announce bool) error {
 			Name:        in.name,
 			Incarnation: in.inc,
 			Policy:      node.Policy(w.policy),
-			Table:       counters.DefaultConfig(),
+			Table:       w.tableConfig(),
 			Ring:        ring.DefaultConfig(),
 		})
 		if err != nil {
@@ -295,10 +322,21 @@ func (w *world) start(in *instance, announce bool) error {
 
 // stop takes an instance down: its engine and all its state are dropped.
 func (w *world) stop(in *instance, delay int64) {
+	w.countEvictions(in)
 	in.up = false
+	in.leaving = 0
 	in.gen++
 	in.eng, in.tab, in.round, in.view = nil, nil, nil, nil
 	w.notifyOthers(in, delay)
+}
+
+func (w *world) countEvictions(in *instance) {
+	switch {
+	case in.eng != nil:
+		w.stats.Evicted += int64(in.eng.Table().Stats().Evicted)
+	case in.tab != nil:
+		w.stats.Evicted += int64(in.tab.Stats().Evicted)
+	}
 }
 
 // notifyOthers schedules a membership refresh on every running member but
@@ -402,7 +440,9 @@ func (w *world) tick(in *instance) {
 			open = true
 		}
 	}
-	if !open {
+	if in.leaving > 0 {
+		w.advanceLeave(in)
+	} else if !open {
 		in.round = in.round[:0]
 		if in.eng != nil {
 			w.prepareEngine(in, now)
@@ -519,6 +559,49 @@ func (w *world) deliver(m *message) {
 	default:
 		w.applyCentral(f, m.total)
 	}
+	if in.leaving > 0 {
+		w.advanceLeave(in)
+	}
+}
+
+// leave starts a graceful shutdown, as node.Node.Close does: the instance
+// stops taking requests, syncs once more with the current owners, then
+// sends Engine.Handoff's batches (every window to the owner it will have
+// without this member, each marked as leaving), and only when all are
+// answered or timed out leaves the cluster; the others see it gone after the
+// notify delay.
+func (w *world) leave(in *instance) {
+	in.leaving = 1
+	if in.eng != nil {
+		w.prepareEngine(in, in.now())
+	} else {
+		w.prepareCentral(in, in.now())
+	}
+	w.advanceLeave(in)
+}
+
+// advanceLeave moves a shutdown to its next stage once nothing is in
+// flight.
+func (w *world) advanceLeave(in *instance) {
+	for _, f := range in.round {
+		if !f.done {
+			return
+		}
+	}
+	in.round = in.round[:0]
+	if in.leaving == 1 && in.eng != nil {
+		in.leaving = 2
+		now := in.now()
+		for _, b := range in.eng.Handoff(now) {
+			f := &flight{inst: in, gen: in.gen, sentAt: w.vt, batch: b}
+			in.round = append(in.round, f)
+			w.send(&message{from: in, to: w.byName[b.Owner], flight: f, req: b.Req})
+		}
+		if len(in.round) > 0 {
+			return
+		}
+	}
+	w.stop(in, int64(w.sc.Notify))
 }
 
 func (w *world) fault(ev *Event) error {
@@ -561,12 +644,13 @@ func (w *world) fault(ev *Event) error {
 			w.stop(in, detect)
 		}
 	case EvLeave:
-		if in := w.byName[ev.Name]; in.up {
-			w.stop(in, int64(w.sc.Notify))
+		if in := w.byName[ev.Name]; in.up && in.leaving == 0 {
+			w.leave(in)
 		}
 	case EvRestart:
 		in := w.byName[ev.Name]
 		if in.up { // a restart of a running member: crash and start at once
+			w.countEvictions(in)
 			in.up = false
 		}
 		return w.start(in, true)

@@ -128,21 +128,25 @@ func (st *stream) draw() float64 {
 
 // pick chooses the instance for the next request among the serving ones by
 // smooth weighted round-robin (nginx's): deterministic, with exactly the
-// configured proportions. Named members get their share; the others split
-// the rest evenly; shares of members not serving go to the others in
-// proportion.
+// configured proportions. Named members get their share and the serving
+// members not named split the rest evenly; the share of a named member that
+// is down goes to the serving ones in proportion to theirs.
 func (st *stream) pick(insts []*instance) *instance {
 	for len(st.cw) < len(insts) {
 		st.cw = append(st.cw, 0)
 	}
 	var named, rest float64
+	for _, w := range st.tr.Spread {
+		named += w.Share
+	}
 	nRest := 0
+	servingNamed := 0.0
 	for _, in := range insts {
 		if !in.serving() {
 			continue
 		}
 		if w, ok := st.share(in.name); ok {
-			named += w
+			servingNamed += w
 		} else {
 			nRest++
 		}
@@ -150,7 +154,7 @@ func (st *stream) pick(insts []*instance) *instance {
 	if nRest > 0 {
 		rest = max(0, 1-named) / float64(nRest)
 	}
-	even := named+rest*float64(nRest) <= 0 // every serving member has a zero share
+	even := servingNamed+rest*float64(nRest) <= 0 // every serving member has a zero share
 	var total float64
 	var best *instance
 	for i, in := range insts {

@@ -34,7 +34,7 @@ func main() {
 func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	var (
-		name   = fs.String("scenario", "", "built-in scenario name (see -list)")
+		name   = fs.String("scenario", "", "built-in scenario name (see -list); with -matrix, a comma-separated subset")
 		file   = fs.String("file", "", "scenario file to run instead of a built-in one")
 		policy = fs.String("policy", "all", "optimistic, static, lease, central or all")
 		seed   = fs.Uint64("seed", 1, "random seed: the same seed gives the same results.json")
@@ -68,7 +68,7 @@ func run(args []string, stdout io.Writer) error {
 		}
 		return nil
 	case *matrix:
-		return runMatrix(stdout, policies, *seed, *stats)
+		return runMatrix(stdout, *name, policies, *seed, *stats)
 	}
 	var sc *sim.Scenario
 	switch {
@@ -150,11 +150,28 @@ func printStats(w io.Writer, s sim.Stats) {
 		s.Decisions, s.Events, s.Wall.Round(1e6), s.DecisionsPerSecond(), s.Lost, s.Cut, s.Duplicates, s.Timeouts, s.Rejected, s.ApplyErrors)
 }
 
-// runMatrix prints scenario x policy -> overshoot %, undershoot %, messages.
-func runMatrix(w io.Writer, policies []sim.Policy, seed uint64, stats bool) error {
-	scs, err := sim.Scenarios()
-	if err != nil {
-		return err
+// runMatrix prints scenario x policy -> overshoot %, undershoot %, messages,
+// for every built-in scenario or those named in only (comma-separated).
+func runMatrix(w io.Writer, only string, policies []sim.Policy, seed uint64, stats bool) error {
+	var scs []*sim.Scenario
+	if only == "" {
+		all, err := sim.Scenarios()
+		if err != nil {
+			return err
+		}
+		for _, sc := range all {
+			if sc.Name != "speed" { // a load test, not an accuracy scenario (run it with -stats)
+				scs = append(scs, sc)
+			}
+		}
+	} else {
+		for _, n := range strings.Split(only, ",") {
+			sc, err := sim.LoadScenario(n)
+			if err != nil {
+				return err
+			}
+			scs = append(scs, sc)
+		}
 	}
 	fmt.Fprintf(w, "| scenario |")
 	for _, p := range policies {
@@ -168,9 +185,6 @@ func runMatrix(w io.Writer, policies []sim.Policy, seed uint64, stats bool) erro
 	var misses []string
 	var total sim.Stats
 	for _, sc := range scs {
-		if sc.Name == "speed" {
-			continue // a load test, not an accuracy scenario (run it with -stats)
-		}
 		fmt.Fprintf(w, "| %s |", sc.Name)
 		for _, p := range policies {
 			r, err := sim.Run(sc, p, seed)

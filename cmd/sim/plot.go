@@ -14,49 +14,61 @@ import (
 // plotReport draws admitted per window of the scenario's plot series (its
 // first tier) for every policy, against the limit and the offered load,
 // with the timeline's faults as vertical lines, and saves it to file (the
-// format follows the extension).
+// format follows the extension). Only measured windows are drawn: complete
+// ones, after the warm-up.
 func plotReport(sc *sim.Scenario, rep *sim.Report, file string) error {
 	if len(rep.Results) == 0 {
 		return fmt.Errorf("sim: nothing to plot")
 	}
-	tier := ""
+	tier, period := "", 0.0
 	for _, s := range sc.SLAs {
 		if s.ID == sc.PlotSLA {
 			tier = sc.PlotSLA + "/" + s.Tiers[0].Period.String()
+			period = s.Tiers[0].Period.Seconds()
 		}
 	}
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s: %s, tenant %s (seed %d)", sc.Name, tier, sc.PlotTenant, rep.Seed)
-	p.X.Label.Text = "window start (s)"
+	p.X.Label.Text = "time (s)"
 	p.Y.Label.Text = "admitted per window"
-	p.Legend.Top = true
+	p.Legend.Top = false // bottom right: below the limit, where the lines rarely go
 	p.Add(plotter.NewGrid())
 
+	// Every window is drawn as a step over [start, end), with a marker in
+	// its middle, so that a value lines up with the faults that shaped it.
 	var limit, offered plotter.XYs
 	ymax := 0.0
 	for i, r := range rep.Results {
-		var pts plotter.XYs
+		var steps, mids plotter.XYs
 		for _, w := range r.Windows {
 			if w.Tenant != sc.PlotTenant || w.SLA != tier {
 				continue
 			}
-			pts = append(pts, plotter.XY{X: w.WindowStart, Y: float64(w.Admitted)})
-			ymax = max(ymax, float64(w.Admitted), float64(w.Limit))
+			a := float64(w.Admitted)
+			steps = append(steps, plotter.XY{X: w.WindowStart, Y: a}, plotter.XY{X: w.WindowStart + period, Y: a})
+			mids = append(mids, plotter.XY{X: w.WindowStart + period/2, Y: a})
+			ymax = max(ymax, a, float64(w.Limit), float64(w.Offered))
 			if i == 0 {
-				limit = append(limit, plotter.XY{X: w.WindowStart, Y: float64(w.Limit)})
-				offered = append(offered, plotter.XY{X: w.WindowStart, Y: float64(w.Offered)})
+				limit = append(limit, plotter.XY{X: w.WindowStart, Y: float64(w.Limit)}, plotter.XY{X: w.WindowStart + period, Y: float64(w.Limit)})
+				offered = append(offered, plotter.XY{X: w.WindowStart, Y: float64(w.Offered)}, plotter.XY{X: w.WindowStart + period, Y: float64(w.Offered)})
 			}
 		}
-		if len(pts) == 0 {
+		if len(steps) == 0 {
 			continue
 		}
-		l, s, err := plotter.NewLinePoints(pts)
+		l, err := plotter.NewLine(steps)
+		if err != nil {
+			return fmt.Errorf("sim: plot: %w", err)
+		}
+		s, err := plotter.NewScatter(mids)
 		if err != nil {
 			return fmt.Errorf("sim: plot: %w", err)
 		}
 		c := plotutil.Color(i)
 		l.Color, s.Color = c, c
+		l.Width = vg.Points(1.5)
 		s.Shape = plotutil.Shape(i)
+		s.Radius = vg.Points(3.5)
 		p.Add(l, s)
 		p.Legend.Add(string(r.Policy), l, s)
 	}
