@@ -21,6 +21,8 @@ var webFS embed.FS
 //	POST /api/heal
 //
 // Actions answer a FaultResult as JSON (400 with its error when it failed).
+// Sup and Mon are required (the zero value is not usable); the handler is
+// safe for concurrent use.
 type Dashboard struct {
 	Sup *Supervisor
 	Mon *Monitor

@@ -445,11 +445,15 @@ func TestComplete(t *testing.T) {
 		at   time.Duration
 		want bool
 	}{{-10 * time.Second, false}, {0, true}, {10 * time.Second, false}} {
-		if got := complete(gs, start.Add(tt.at), p); got != tt.want {
+		if got := complete(gs, start.Add(tt.at), p, start.Add(time.Hour)); got != tt.want {
 			t.Errorf("window at %v: complete %v, want %v", tt.at, got, tt.want)
 		}
 	}
-	if complete(GenStats{}, start, p) {
+	if complete(GenStats{}, start, p, start.Add(time.Hour)) {
 		t.Error("no load: nothing is complete")
+	}
+	running := GenStats{Started: start}
+	if complete(running, start, p, start.Add(9*time.Second)) || !complete(running, start, p, start.Add(10*time.Second)) {
+		t.Error("a running load's window is complete once it has ended")
 	}
 }

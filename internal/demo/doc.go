@@ -5,6 +5,13 @@
 // of what was offered and admitted per tenant and window, a latency
 // histogram, the terminal view, the web dashboard and the JSON report.
 //
+// The types that carry data (NodeState, Snapshot and its parts, Report,
+// Window, Stream, FaultResult, ...) are plain values: their zero value is
+// empty, they hold no lock, and they may be copied and read concurrently but
+// not written concurrently. The types that do something (Histogram,
+// EventLog, Truth, Generator, Supervisor, Monitor) say in their own
+// documentation how to create them and what is safe for concurrent use.
+//
 // Everything listens on loopback only. Nothing here is meant for
 // production: it exists so that a newcomer can see a cluster enforce
 // per-tenant limits, and break it (kill, restart, partition) to watch it

@@ -58,7 +58,8 @@ func (h *Histogram) Snapshot() Counts {
 }
 
 // Counts is a snapshot of a [Histogram]: the count of each bucket. A nil
-// Counts is empty. Counts from different histograms add up (Add), and two
+// Counts is empty. Its methods never modify it (they return new Counts), so
+// it may be read concurrently. Counts from different histograms add up (Add), and two
 // snapshots of one histogram subtract (Sub) to give what was recorded in
 // between.
 type Counts []uint64

@@ -367,13 +367,17 @@ func (m *Monitor) Step(ctx context.Context) *Snapshot {
 }
 
 // complete reports whether the window [start, start+period) lies inside
-// the load's run.
-func complete(gs GenStats, start time.Time, period time.Duration) bool {
+// the load's run, as of now (a running load's window is complete once it
+// has ended).
+func complete(gs GenStats, start time.Time, period time.Duration, now time.Time) bool {
 	if gs.Started.IsZero() || start.Before(gs.Started) {
 		return false
 	}
-	return !gs.Stopped.IsZero() && !start.Add(period).After(gs.Stopped) ||
-		gs.Stopped.IsZero() && !start.Add(period).After(time.Now())
+	end := gs.Stopped
+	if end.IsZero() {
+		end = now
+	}
+	return !start.Add(period).After(end)
 }
 
 func (m *Monitor) tenants(now time.Time, gs GenStats) []TenantView {
@@ -413,11 +417,11 @@ func (m *Monitor) tenants(now time.Time, gs GenStats) []TenantView {
 			cur := counters.WindowStart(at.UnixNano(), int64(period))
 			if w := byKey[WindowKey{Tenant: t, SLA: c.SLA, Period: period, Start: cur}]; w != nil {
 				cell.Limit = w.Limit
-				cell.Current = windowView(w, gs)
+				cell.Current = windowView(w, gs, now)
 			}
 			if w := byKey[WindowKey{Tenant: t, SLA: c.SLA, Period: period, Start: cur - int64(period)}]; w != nil {
 				cell.Limit = w.Limit
-				cell.Last = windowView(w, gs)
+				cell.Last = windowView(w, gs, now)
 			}
 			tv.Cells = append(tv.Cells, cell)
 		}
@@ -426,9 +430,9 @@ func (m *Monitor) tenants(now time.Time, gs GenStats) []TenantView {
 	return out
 }
 
-func windowView(w *Window, gs GenStats) *WindowView {
+func windowView(w *Window, gs GenStats, now time.Time) *WindowView {
 	v := &WindowView{Start: time.Unix(0, w.Start), Offered: w.Offered, Admitted: w.Admitted, Denied: w.Denied, Errors: w.Errors,
-		Complete: complete(gs, time.Unix(0, w.Start), w.Period)}
+		Complete: complete(gs, time.Unix(0, w.Start), w.Period, now)}
 	for _, n := range w.PerNode {
 		v.PerNode = append(v.PerNode, n.Admitted)
 	}
@@ -488,6 +492,7 @@ type ReportWindow struct {
 // more after the load has stopped, before the nodes are stopped).
 func (m *Monitor) Report() Report {
 	snap := m.Last()
+	now := time.Now()
 	names := m.sup.Plan().Names()
 	r := Report{Nodes: m.run.Nodes, Policy: m.run.Policy, SyncMs: m.run.SyncMs, Rate: m.run.Rate, Tenants: m.run.Tenants, Limits: m.run.Limits, PerNode: map[string]NodeCounts{}}
 	m.mu.Lock()
@@ -522,7 +527,7 @@ func (m *Monitor) Report() Report {
 	for _, w := range m.truth.Windows(time.Time{}) {
 		rw := ReportWindow{Tenant: w.Tenant, SLA: w.SLA, PeriodS: w.Period.Seconds(), WindowStart: time.Unix(0, w.Start).UTC(),
 			Limit: w.Limit, Offered: w.Offered, Admitted: w.Admitted, Denied: w.Denied, Errors: w.Errors,
-			Complete: complete(gs, time.Unix(0, w.Start), w.Period), Shadow: w.Shadow,
+			Complete: complete(gs, time.Unix(0, w.Start), w.Period, now), Shadow: w.Shadow,
 			Hot: m.hot[[2]string{w.Tenant, columnKey(Column{SLA: w.SLA, PeriodS: w.Period.Seconds()})}], PerNode: map[string]int64{}}
 		for i, n := range w.PerNode {
 			rw.PerNode[names[i]] = n.Admitted

@@ -29,10 +29,14 @@ slas:
         threshold: 20
 `
 
-var client = &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 5 * time.Second}
+// newClient is an HTTP client for loopback (never through a proxy).
+func newClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 5 * time.Second}
+}
 
 func getJSON(t *testing.T, url string, v any) {
 	t.Helper()
+	client := newClient()
 	resp, err := client.Get(url)
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +52,7 @@ func getJSON(t *testing.T, url string, v any) {
 
 func post(t *testing.T, url, body string) {
 	t.Helper()
+	client := newClient()
 	resp, err := client.Post(url, "text/plain", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +108,7 @@ func TestNodeProcess(t *testing.T) {
 	}
 	startNodes(t, plan, lim)
 	urls := []string{"http://" + plan[0].HTTP, "http://" + plan[1].HTTP}
+	client := newClient()
 	for _, u := range urls {
 		waitFor(t, 10*time.Second, "both nodes see each other", func() bool { return members(t, u) == "n1 n2" })
 	}

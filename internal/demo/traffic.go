@@ -72,9 +72,6 @@ type Workload struct {
 	cum     []float64 // cumulative rates, for Pick
 }
 
-// Methods are the methods of the sample API the generator sends.
-var methods = [...]string{"GET", "PUT"}
-
 // TenantName returns the name of tenant i (0-based) out of n: org-01 ...
 func TenantName(i, n int) string {
 	w := len(fmt.Sprint(n))
@@ -117,7 +114,7 @@ func BuildWorkload(lim *httpfilter.Limits, tenants int, rate float64) (*Workload
 	hot := max(1, (tenants+2)/5)
 	for i := range tenants {
 		t := TenantName(i, tenants)
-		for _, m := range methods {
+		for _, m := range []string{"GET", "PUT"} { // the sample API's methods
 			s := Stream{Tenant: t, Method: m, SLAs: matchSLAs(lim, m, t)}
 			if i < hot {
 				s.Hot = true
