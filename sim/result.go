@@ -9,7 +9,8 @@ import (
 )
 
 // Report is the content of results.json: one scenario, one seed, the
-// results of every policy run.
+// results of every policy run. A plain value; not safe for concurrent
+// mutation.
 type Report struct {
 	Scenario string    `json:"scenario"`
 	Seed     uint64    `json:"seed"`
@@ -28,7 +29,8 @@ func (r *Report) JSON() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// Result is what one policy did in one scenario.
+// Result is what one policy did in one scenario. Run returns a new one;
+// it is a plain value, safe to read from several goroutines.
 type Result struct {
 	Policy Policy `json:"policy"`
 	// MaxOvershootPct is the largest max(0, admitted-limit)/limit over the
@@ -52,6 +54,7 @@ type Result struct {
 
 // Window is the ground truth of one window of one tier of one tenant,
 // counted by the simulator across all instances, by virtual (true) time.
+// A plain value.
 type Window struct {
 	Tenant string `json:"tenant"`
 	// SLA is the SLA id and the tier's period: "api/10s".

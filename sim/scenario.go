@@ -64,7 +64,9 @@ type Scenario struct {
 // Network is the model of the network between members and to the central
 // store. Every message independently takes Latency plus a jitter, and is lost
 // with probability Loss; a request is delivered twice with probability Dup.
-// Reordering comes from the jitter.
+// Reordering comes from the jitter. The zero value is a perfect network with
+// no latency. Like every part of a Scenario, it is a plain value, read-only
+// during a run.
 type Network struct {
 	Latency time.Duration
 	// Jitter is the mean of an exponential jitter ("exp", the default) or the
@@ -76,13 +78,14 @@ type Network struct {
 }
 
 // SLA is one limit definition: all its tiers apply to every request of every
-// tenant that a traffic line sends to it.
+// tenant that a traffic line sends to it. A plain value; an SLA needs at
+// least one tier.
 type SLA struct {
 	ID    string
 	Tiers []Tier
 }
 
-// Tier is one tier of an SLA.
+// Tier is one tier of an SLA. A plain value.
 type Tier struct {
 	Algorithm counters.Algorithm
 	Period    time.Duration
@@ -107,6 +110,7 @@ func (s *SLA) longest() time.Duration {
 }
 
 // Traffic is one traffic line: each tenant gets its own stream of requests.
+// A plain value; the parser fills in its defaults (Burst 1, Poisson).
 type Traffic struct {
 	Tenants []string
 	SLA     string
@@ -125,7 +129,7 @@ type Traffic struct {
 	From, To time.Duration
 }
 
-// Weight is a member's share of a stream, in [0, 1].
+// Weight is a member's share of a stream, in [0, 1]. A plain value.
 type Weight struct {
 	Name  string
 	Share float64
@@ -141,7 +145,7 @@ const (
 	EvLeave     = "leave"
 )
 
-// Event is one fault in the timeline.
+// Event is one fault in the timeline. A plain value.
 type Event struct {
 	At   time.Duration
 	Kind string
@@ -155,7 +159,8 @@ type Event struct {
 }
 
 // Expect is one "expect" line: the bounds a policy's results must meet,
-// and the design targets (lease) that a recorded miss relaxes.
+// and the design targets (lease) that a recorded miss relaxes. A plain
+// value.
 type Expect struct {
 	Policy  Policy
 	Bounds  []Bound
@@ -164,7 +169,7 @@ type Expect struct {
 }
 
 // Bound is one inequality on a result: metric "overshoot" or "undershoot"
-// (percent) or "messages" (count), op "<=" or ">=".
+// (percent) or "messages" (count), op "<=" or ">=". A plain value.
 type Bound struct {
 	Metric string
 	Op     string
@@ -710,14 +715,25 @@ func (p *parser) finish() error {
 	slices.SortStableFunc(sc.Timeline, func(a, b Event) int { return int(a.At - b.At) })
 	for i := range sc.Timeline {
 		ev := &sc.Timeline[i]
+		text := ev.Text
+		name := func(n string) (string, error) {
+			r, err := resolve(n)
+			if err != nil {
+				return "", fmt.Errorf("at %v %s: %v", ev.At, text, err)
+			}
+			if r != n { // say who it is in plots
+				ev.Text = strings.Replace(ev.Text, n, r+" (owner of "+strings.TrimPrefix(n, "owner:")+")", 1)
+			}
+			return r, nil
+		}
 		var err error
-		if ev.Name, err = resolve(ev.Name); err != nil {
-			return fmt.Errorf("at %v %s: %v", ev.At, ev.Text, err)
+		if ev.Name, err = name(ev.Name); err != nil {
+			return err
 		}
 		for _, g := range ev.Groups {
 			for j := range g {
-				if g[j], err = resolve(g[j]); err != nil {
-					return fmt.Errorf("at %v %s: %v", ev.At, ev.Text, err)
+				if g[j], err = name(g[j]); err != nil {
+					return err
 				}
 			}
 		}

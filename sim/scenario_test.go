@@ -100,8 +100,8 @@ expect lease overshoot<=1% undershoot<=5% messages<=1000 target:undershoot<=2%
 	rg, _ := ring.New(ring.DefaultConfig())
 	rg.Set([]string{"n0", "n1", "n2", "n3"})
 	owner, _ := rg.Owner(counters.SeriesHash("a", "api", "GET", 10*time.Second))
-	if sc.Timeline[3].Name != owner {
-		t.Errorf("owner:a/api = %q, want %q", sc.Timeline[3].Name, owner)
+	if sc.Timeline[3].Name != owner || sc.Timeline[3].Text != "crash "+owner+" (owner of a/api)" {
+		t.Errorf("owner:a/api = %q (%q), want %q", sc.Timeline[3].Name, sc.Timeline[3].Text, owner)
 	}
 	if len(sc.Expect) != 1 || len(sc.Expect[0].Bounds) != 3 || len(sc.Expect[0].Targets) != 1 ||
 		sc.Expect[0].Bounds[2] != (Bound{"messages", "<=", 1000}) || sc.Expect[0].Targets[0] != (Bound{"undershoot", "<=", 2}) {

@@ -15,7 +15,8 @@ import (
 )
 
 // Policy is a sync policy the simulator can run: the three of node.Engine,
-// and Central, the model of seed 000's central store.
+// and Central, the model of seed 000's central store. The zero value is not
+// a policy (Run rejects it).
 type Policy string
 
 // The policies.
@@ -45,7 +46,7 @@ func ParsePolicy(s string) (Policy, error) {
 // window of every period that divides an hour starts with the run.
 const base = int64(1_699_999_200) * int64(time.Second)
 
-// Stats describes a run's cost.
+// Stats describes a run's cost. A plain value.
 type Stats struct {
 	// Decisions is the number of requests decided; Events the number of
 	// events processed; Wall the real time the run took.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"strconv"
 
 	"github.com/peerlimit/peerlimit/sim"
 	"gonum.org/v1/plot"
@@ -97,6 +98,13 @@ func plotReport(sc *sim.Scenario, rep *sim.Report, file string) error {
 	}
 	p.Y.Min, p.Y.Max = 0, ytop
 	p.X.Min, p.X.Max = 0, sc.Duration.Seconds()
+	if period > 0 && sc.Duration.Seconds()/period <= 20 { // a tick per window
+		var ticks []plot.Tick
+		for x := 0.0; x <= sc.Duration.Seconds()+1e-9; x += period {
+			ticks = append(ticks, plot.Tick{Value: x, Label: strconv.FormatFloat(x, 'f', -1, 64)})
+		}
+		p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	}
 	for i, ev := range sc.Timeline {
 		x := ev.At.Seconds()
 		m, err := plotter.NewLine(plotter.XYs{{X: x, Y: 0}, {X: x, Y: ytop}})
