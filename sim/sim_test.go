@@ -108,18 +108,18 @@ func runJSON(t *testing.T, sc *Scenario, seed uint64) []byte {
 const chaos = `desc everything at once
 instances 4
 sync 200ms
-duration 30s
+duration 20s
 network latency=1ms jitter=lognormal:2ms:1 loss=5% dup=5%
 skew random 50ms
 sla api fixed:5s:500 sliding:1s:150
 traffic tenants=a,b sla=api rate=2x spread=n0:60%
 traffic tenants=c sla=api rate=1x arrivals=even
-at 7s partition n0,n1 | n2,n3
-at 11s heal
-at 13s crash n1
-at 16s restart n1
-at 18s join n4
-at 22s leave n2
+at 5s partition n0,n1 | n2,n3
+at 8s heal
+at 9s crash n1
+at 11s restart n1
+at 13s join n4
+at 16s leave n2
 `
 
 func TestDeterminism(t *testing.T) {

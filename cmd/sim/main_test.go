@@ -110,14 +110,14 @@ func TestRunFileAndPNG(t *testing.T) {
 
 func TestMatrix(t *testing.T) {
 	var out bytes.Buffer
-	if err := run([]string{"-matrix", "-scenario", "steady,lossy", "-seed", "1"}, &out); err != nil {
+	if err := run([]string{"-matrix", "-scenario", "acc-3n-1s-even,burst", "-seed", "1"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) < 4 || !strings.HasPrefix(lines[0], "| scenario | optimistic over % |") || !strings.HasPrefix(lines[1], "|---|") {
 		t.Fatalf("not a markdown table:\n%s", out.String())
 	}
-	for i, name := range []string{"steady", "lossy"} {
+	for i, name := range []string{"acc-3n-1s-even", "burst"} {
 		cells := strings.Split(strings.Trim(lines[2+i], "|"), "|")
 		if strings.TrimSpace(cells[0]) != name || len(cells) != 1+3*len(sim.Policies()) {
 			t.Errorf("row %q: want %s and %d figures", lines[2+i], name, 3*len(sim.Policies()))
