@@ -20,6 +20,11 @@
 //     one batch per owner. Owners answer with Handle; the sender calls Apply
 //     on the first answer and ignores any other. A crash drops the engine and
 //     all its state; a restart builds a new Engine with a higher Incarnation.
+//     A graceful leave does what node.Node.Close does: the instance stops
+//     taking requests, syncs once more, sends Engine.Handoff's batches, and
+//     leaves the cluster when all are answered or timed out. Local tables
+//     are sized to the scenario (counters.Config.MaxEntries), since Prepare
+//     and Sweep scan a table's whole capacity; nothing is ever evicted.
 //   - Network. Every message takes a base latency plus an exponential or
 //     lognormal jitter (which reorders messages), is lost with a probability,
 //     and a request is delivered twice with a probability (the owner handles
