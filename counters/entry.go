@@ -34,6 +34,11 @@ type Slot struct {
 	// version under which the owner last acknowledged the slot, so that a
 	// new owner gets every count again after a membership change.
 	Epoch uint64
+	// From and FromIncarnation name the owner (and its run) that answered
+	// Global, reported back so that a later owner can tell its own answers
+	// from a predecessor's knowledge.
+	From            string
+	FromIncarnation uint64
 }
 
 // Unreported returns Own - Acked.

@@ -1,6 +1,7 @@
 package counters
 
 import (
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -22,12 +23,14 @@ type Report struct {
 	Cap      int64
 	HasGrant bool
 	// KnownGlobal and KnownAcked are the last global total the origin
-	// learnt for the window (from whichever owner) and the part of its own
-	// count that total included. KnownGlobal - KnownAcked + Own is a lower
-	// bound of the true total, which lets a new owner keep the counts of
-	// origins that will never report to it (they left or crashed).
-	KnownGlobal int64
-	KnownAcked  int64
+	// learnt for the window and the part of its own count that total
+	// included; KnownFrom and KnownFromIncarnation the owner (and its run)
+	// that answered it. They let a new owner keep the counts of origins that
+	// will never report to it (they left or crashed): see Owner.
+	KnownGlobal          int64
+	KnownAcked           int64
+	KnownFrom            string
+	KnownFromIncarnation uint64
 }
 
 // Answer is the owner's reply to one Report.
@@ -58,6 +61,16 @@ type OwnerConfig struct {
 	// of up to two whole windows (plus the parts of the windows where it
 	// starts and heals) stays within the limit.
 	ReserveWindows int
+	// Self and SelfIncarnation identify this owner, so that it can tell
+	// knowledge it handed out itself from a predecessor's.
+	Self            string
+	SelfIncarnation uint64
+	// Settle is how long after a membership change this owner assumes that
+	// a reachable member that has not reported yet in a window may hold a
+	// cap granted by another owner: meanwhile no cap grows. A member that
+	// holds a cap in a window had traffic in it, so it reports within a
+	// sync interval; set Settle to a few sync intervals. Default 2 s.
+	Settle time.Duration
 }
 
 // Owner aggregates, for the windows whose series this instance owns, the
@@ -86,6 +99,8 @@ type ownerMembers struct {
 	gone map[string]int64
 	// sorted lists every known member, alive or gone.
 	sorted []string
+	// changedAt is when the set of alive members last changed (Unix ns).
+	changedAt int64
 }
 
 // window returns, sorted, the members that may spend budget in the window
@@ -117,7 +132,11 @@ type originState struct {
 	held        int64 // cap the origin reported holding
 	given       int64 // cap the owner last granted
 	hasGiven    bool
-	view        int64 // the origin's lower bound of the total (KnownGlobal - KnownAcked + Own)
+	// What the origin last knew from another owner: the others' total
+	// (KnownGlobal - KnownAcked), its own part (KnownAcked), and from whom.
+	snapOthers, snapOwn int64
+	snapFrom            string
+	snapInc             uint64
 }
 
 func (o *originState) total() int64 { return o.base + o.own }
@@ -143,17 +162,21 @@ func NewOwner(cfg OwnerConfig) *Owner {
 	if cfg.ReserveWindows <= 0 {
 		cfg.ReserveWindows = 3
 	}
+	if cfg.Settle <= 0 {
+		cfg.Settle = 2 * time.Second
+	}
 	return &Owner{cfg: cfg, windows: make(map[Key]*ownerWindow)}
 }
 
-// SetMembers tells the owner who can spend budget: alive are the members it
-// can reach now, gone those it lost, with when each was last seen alive. A
+// SetMembers tells the owner, at now, who can spend budget: alive are the
+// members it can reach now, gone those it lost, with when each was last
+// seen alive. A
 // gone member is reserved for in the windows that began less than
 // ReserveWindows periods after it was last seen (it may still be serving on
 // the other side of a partition) and in none after, so scaling down does
 // not leak budget for long. A member that left gracefully should not be in
 // gone at all. Both are copied.
-func (o *Owner) SetMembers(alive []string, gone map[string]int64) {
+func (o *Owner) SetMembers(now time.Time, alive []string, gone map[string]int64) {
 	m := ownerMembers{alive: make(map[string]bool, len(alive)), gone: make(map[string]int64, len(gone))}
 	for _, a := range alive {
 		m.alive[a] = true
@@ -167,6 +190,10 @@ func (o *Owner) SetMembers(alive []string, gone map[string]int64) {
 	}
 	sort.Strings(m.sorted)
 	o.mu.Lock()
+	m.changedAt = o.members.changedAt
+	if !maps.Equal(m.alive, o.members.alive) {
+		m.changedAt = now.UnixNano()
+	}
 	o.members = m
 	o.mu.Unlock()
 }
@@ -187,6 +214,7 @@ func (o *Owner) Report(now time.Time, origin string, incarnation uint64, r *Repo
 		o.windows[r.Key] = w
 	}
 	w.threshold, w.alg = r.Threshold, r.Algorithm
+	fresh := w.find(origin) == nil
 	st := w.origin(origin)
 	switch {
 	case incarnation > st.incarnation:
@@ -205,8 +233,13 @@ func (o *Owner) Report(now time.Time, origin string, incarnation uint64, r *Repo
 		st.rate = float64(r.Demand) / float64(elapsed)
 		st.lastSeen = nowNs
 		st.held = r.Cap
-		if v := r.KnownGlobal - r.KnownAcked + r.Own + st.base; v > st.view {
-			st.view = v
+		// A predecessor's knowledge matters only for origins this owner had
+		// no history of in this window: an owner that kept its per-origin
+		// counts (say, through a partition and its heal) needs none.
+		foreign := r.KnownFrom != "" && (r.KnownFrom != o.cfg.Self || r.KnownFromIncarnation != o.cfg.SelfIncarnation)
+		if foreign && (fresh || st.snapFrom != "") {
+			st.snapOthers, st.snapOwn = r.KnownGlobal-r.KnownAcked, r.KnownAcked
+			st.snapFrom, st.snapInc = r.KnownFrom, r.KnownFromIncarnation
 		}
 	}
 	global := w.total()
@@ -231,15 +264,33 @@ func (w *ownerWindow) origin(name string) *originState {
 }
 
 // total is the window's global count: the sum of the origins' cumulative
-// counts, or more if some origin knows of counts this owner never saw (they
-// were reported to a previous owner by members that are gone). Both are
-// lower bounds of the truth, so their maximum never double counts.
-func (w *ownerWindow) total() int64 {
-	var view int64
-	for _, s := range w.origins {
-		view = max(view, s.view)
+// counts, plus the counts only a predecessor owner saw.
+func (w *ownerWindow) total() int64 { return w.sum() + w.hidden() }
+
+// hidden estimates the counts of origins that reported to a previous owner
+// and will never report here (they left or crashed). An origin o that last
+// heard from a previous owner knew the others' total there; every other
+// origin that reports here accounts for its part of it (what its own
+// previous owner had acknowledged of it: after a partition heals, the two
+// sides' owners each knew part of the other side, and the origins of both
+// sides report here); the rest is hidden. The largest such estimate is
+// kept. Only knowledge from another owner is used, so this owner's own
+// answers never feed back into it.
+func (w *ownerWindow) hidden() int64 {
+	var h int64
+	for _, o := range w.origins {
+		if o.snapFrom == "" {
+			continue
+		}
+		est := o.snapOthers
+		for _, x := range w.origins {
+			if x != o {
+				est -= x.snapOwn
+			}
+		}
+		h = max(h, est)
 	}
-	return max(w.sum(), view)
+	return h
 }
 
 // sum adds up the origins' cumulative counts.
@@ -265,8 +316,10 @@ func (w *ownerWindow) sum() int64 {
 //     counts this owner only knows of through origins' reports, are
 //     committed as they are;
 //   - if an unreachable member went missing during the window without ever
-//     reporting here (the key changed owner while it was cut off), nobody's
-//     cap grows: it may hold a grant this owner cannot know;
+//     reporting here (the key changed owner while it was cut off), or the
+//     membership changed moments ago and a reachable member has not
+//     reported yet, nobody's cap grows: it may hold a grant this owner
+//     cannot know;
 //   - the rest is split among the reachable reporters by demand (max-min
 //     fair: everyone gets up to an equal share, the rest by extra demand),
 //     and r gets its part as far as the caps the others still hold leave
@@ -306,10 +359,10 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) int64 
 		inView[m] = true
 	}
 	// Counts no member in view accounts for: gone members' own counts, and
-	// what origins know of beyond the per-origin sums.
-	committed := w.total() - w.sum()
+	// those only a previous owner saw.
+	committed := w.hidden()
 	if prev != nil {
-		committed += weighted(prev.total()-prev.sum(), weight)
+		committed += weighted(prev.hidden(), weight)
 	}
 	for _, s := range w.origins {
 		if !inView[s.name] && s != r {
@@ -324,8 +377,8 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) int64 
 		}
 	}
 
-	var rStatic int64
 	frozen := false
+	settling := now-o.members.changedAt < int64(o.cfg.Settle)
 	var reach []*originState
 	for i, m := range members {
 		s := w.find(m)
@@ -335,32 +388,40 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) int64 
 		if ps := prevOf(m); ps != nil && ps.hasGiven {
 			carried = ps.capNow()
 		}
-		if s == r {
-			rStatic = share
-		}
 		switch {
 		case s == r || (s != nil && o.members.alive[m]):
 			reach = append(reach, s)
 		case o.members.alive[m]:
 			// Silent so far in this window: it may spend its carried cap or
-			// its static share before it reports.
+			// its static share before it reports. Just after a membership
+			// change it may also hold a cap from the key's previous owner,
+			// which it will report within a sync interval: until then, grow
+			// nobody's cap.
 			committed += max(carried, e)
+			if settling {
+				frozen = true
+			}
 		case s != nil:
 			committed += max(s.capNow(), share, e)
 		default:
-			// Unreachable and silent here: like the case above, at least
-			// its static share — both sides of a partition reserving the
-			// other side's static shares is what keeps them within the
-			// limit together.
-			committed += max(carried, share, e)
+			// Unreachable and silent here: at least its static share — both
+			// sides of a partition reserving the other side's static shares
+			// is what keeps them within the limit together. If it went
+			// missing during this window it may also have carried its cap
+			// into it, or hold a grant from a previous owner this one
+			// cannot know: reserve the carried cap too and grow nobody's
+			// cap. If it was gone before the window began, its ring had
+			// changed by then, so it carried nothing.
 			if o.members.gone[m] >= key.WindowStart {
+				committed += max(carried, share, e)
 				frozen = true
+			} else {
+				committed += max(share, e)
 			}
 		}
 	}
 	if !contains(reach, r) { // r reports but is not (yet) in our view
 		reach = append(reach, r)
-		rStatic = StaticShare(w.threshold, max(n, 1), 0, hash)
 	}
 	estR := est(r, r.name)
 	free := w.threshold - committed
@@ -379,7 +440,7 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) int64 
 		g += max(min(fair, free-othersOut), 0)
 	}
 	if frozen {
-		g = min(g, max(r.held, rStatic, estR))
+		g = min(g, max(r.held, estR))
 	}
 	return g
 }

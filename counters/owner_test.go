@@ -15,7 +15,7 @@ func report(own, demand, capv int64, hasGrant bool) *Report {
 
 func TestOwnerGCounterNeverDoubleCounts(t *testing.T) {
 	o := NewOwner(OwnerConfig{})
-	o.SetMembers([]string{"a", "b"}, nil)
+	o.SetMembers(base, []string{"a", "b"}, nil)
 	for i, tc := range []struct {
 		origin string
 		inc    uint64
@@ -42,7 +42,7 @@ func TestOwnerGCounterNeverDoubleCounts(t *testing.T) {
 func TestOwnerGrantsStayWithinThreshold(t *testing.T) {
 	o := NewOwner(OwnerConfig{Lease: true})
 	all := []string{"a", "b", "c"}
-	o.SetMembers(all, nil)
+	o.SetMembers(base, all, nil)
 	caps := map[string]int64{}
 	for i, m := range all { // before any answer, everyone holds its static share
 		caps[m] = StaticShare(100, 3, i, ownerKey().SeriesHash())
@@ -80,11 +80,11 @@ func TestOwnerGrantsStayWithinThreshold(t *testing.T) {
 // keeps what it holds; one that never reported keeps its static share.
 func TestOwnerReservesForUnreachableMembers(t *testing.T) {
 	o := NewOwner(OwnerConfig{Lease: true})
-	o.SetMembers([]string{"a", "b", "c"}, nil)
+	o.SetMembers(base, []string{"a", "b", "c"}, nil)
 	k := ownerKey()
 	o.Report(at(time.Second), "c", 1, &Report{Key: k, Threshold: 90, Own: 10, Demand: 10, Cap: 30})
 	// c is cut off holding a cap of 30 (10 spent): 20 stay reserved.
-	o.SetMembers([]string{"a", "b"}, map[string]int64{"c": at(1500 * time.Millisecond).UnixNano()})
+	o.SetMembers(at(1500*time.Millisecond), []string{"a", "b"}, map[string]int64{"c": at(1500 * time.Millisecond).UnixNano()})
 	// b never reported: its static share (30) stays reserved too.
 	ans := o.Report(at(2*time.Second), "a", 1, &Report{Key: k, Threshold: 90, Own: 0, Demand: 100, Cap: 30})
 	if want := int64(90 - 10 - 20 - 30); ans.Grant != want {
@@ -113,7 +113,7 @@ func TestOwnerReservesForUnreachableMembers(t *testing.T) {
 func TestOwnerFreezesWhenAMemberVanishesMidWindow(t *testing.T) {
 	o := NewOwner(OwnerConfig{Lease: true})
 	k := ownerKey()
-	o.SetMembers([]string{"a", "b"}, map[string]int64{"c": at(5 * time.Second).UnixNano()})
+	o.SetMembers(at(5*time.Second), []string{"a", "b"}, map[string]int64{"c": at(5 * time.Second).UnixNano()})
 	ans := o.Report(at(6*time.Second), "a", 1, &Report{Key: k, Threshold: 90, Own: 10, Demand: 100, Cap: 30})
 	if ans.Grant != 30 {
 		t.Fatalf("grant = %d, want a's cap frozen at its static share 30", ans.Grant)

@@ -92,8 +92,17 @@ type slots struct {
 // tombstone marks a slot whose series was removed; probes continue past it.
 var tombstone = new(Entry)
 
+// minSlots is the size a shard's array starts at; it doubles as series
+// arrive, up to twice the shard's capacity, so that scans (Range, Sweep)
+// cost what the table holds, not what it could hold.
+const minSlots = 32
+
+// slotsFor is the array length for capacity series: a power of two above
+// twice the capacity, so that probe chains stay short.
+func slotsFor(capacity int) int { return 1 << bits.Len(uint(2*capacity)) }
+
 func newSlots(capacity int) *slots {
-	n := 1 << bits.Len(uint(2*capacity))
+	n := slotsFor(capacity)
 	return &slots{s: make([]atomic.Pointer[Entry], n), mask: uint64(n - 1)}
 }
 
@@ -117,7 +126,7 @@ func NewTable(cfg Config) (*Table, error) {
 		if i < rem {
 			sh.cap++
 		}
-		sh.tab.Store(newSlots(sh.cap))
+		sh.tab.Store(newSlots(min(sh.cap, minSlots)))
 		sh.rnd = uint64(i)*0x9E3779B97F4A7C15 + 1
 	}
 	t.share.Store(1 << 32)
@@ -154,6 +163,9 @@ func (t *Table) SetEpoch(v uint64) { t.epoch.Store(v) }
 // began earlier, the lease policy gives it no static share before its first
 // answer. Default 0 (joined before any window).
 func (t *Table) SetJoined(at time.Time) { t.joined.Store(at.UnixNano()) }
+
+// Joined returns what SetJoined set, in Unix nanoseconds.
+func (t *Table) Joined() int64 { return t.joined.Load() }
 
 // Share returns what SetShare set.
 func (t *Table) Share() (members, index int) {
@@ -235,9 +247,13 @@ func (t *Table) lookup(l *Limit, h uint64, now int64) *Entry {
 	return e
 }
 
-// insert places e in the first free or tombstoned slot of its probe chain.
-// s.mu must be held.
+// insert places e in the first free or tombstoned slot of its probe chain,
+// growing the array first if it would be more than half full. s.mu must be
+// held.
 func (s *shard) insert(e *Entry) {
+	if sl := s.tab.Load(); 2*(s.n+s.dead+1) > len(sl.s) && len(sl.s) < slotsFor(s.cap) {
+		s.rebuild(min(len(sl.s), s.cap)) // twice the length, at most the full size
+	}
 	sl := s.tab.Load()
 	for i := (e.hash >> 32) & sl.mask; ; i = (i + 1) & sl.mask {
 		old := sl.s[i].Load()
@@ -269,23 +285,30 @@ func (s *shard) remove(e *Entry) {
 		}
 	}
 	// Tombstones lengthen probes: past a quarter of the array, rebuild it
-	// with the live series only and swap it in. Readers still probing the
-	// old array find what they look for or miss it and take the lock.
+	// with the live series only.
 	if s.dead > len(sl.s)/4 {
-		fresh := newSlots(s.cap)
-		for i := range sl.s {
-			if x := sl.s[i].Load(); x != nil && x != tombstone {
-				for j := (x.hash >> 32) & fresh.mask; ; j = (j + 1) & fresh.mask {
-					if fresh.s[j].Load() == nil {
-						fresh.s[j].Store(x)
-						break
-					}
+		s.rebuild(max(s.n, len(sl.s)/2))
+	}
+}
+
+// rebuild copies the live series into a fresh array sized for capacity
+// series and swaps it in. Readers still probing the old array find what
+// they look for or miss it and take the lock. s.mu must be held.
+func (s *shard) rebuild(capacity int) {
+	sl := s.tab.Load()
+	fresh := newSlots(capacity)
+	for i := range sl.s {
+		if x := sl.s[i].Load(); x != nil && x != tombstone {
+			for j := (x.hash >> 32) & fresh.mask; ; j = (j + 1) & fresh.mask {
+				if fresh.s[j].Load() == nil {
+					fresh.s[j].Store(x)
+					break
 				}
 			}
 		}
-		s.tab.Store(fresh)
-		s.dead = 0
 	}
+	s.tab.Store(fresh)
+	s.dead = 0
 }
 
 // evictSample is how many series an eviction looks at to pick a victim.

@@ -86,6 +86,10 @@ type EngineConfig struct {
 	// OwnerWindows bounds the windows this member aggregates as an owner.
 	// Default 200,000.
 	OwnerWindows int
+	// Settle is how long after a membership change owners wait for every
+	// member's report before growing any cap (see counters.OwnerConfig).
+	// Default 2 s; the node uses a few sync intervals.
+	Settle time.Duration
 	// ReserveWindows is for how many windows a member that became
 	// unreachable is still reserved for (it may be serving behind a
 	// partition). See counters.OwnerConfig. Default 3.
@@ -141,10 +145,11 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	e := &Engine{
-		cfg:      cfg,
-		table:    tb,
-		ring:     rg,
-		owner:    counters.NewOwner(counters.OwnerConfig{MaxWindows: cfg.OwnerWindows, Grace: cfg.Table.Grace, Lease: cfg.Policy == PolicyLease, ReserveWindows: cfg.ReserveWindows}),
+		cfg:   cfg,
+		table: tb,
+		ring:  rg,
+		owner: counters.NewOwner(counters.OwnerConfig{MaxWindows: cfg.OwnerWindows, Grace: cfg.Table.Grace, Lease: cfg.Policy == PolicyLease, ReserveWindows: cfg.ReserveWindows, Settle: cfg.Settle,
+			Self: cfg.Name, SelfIncarnation: cfg.Incarnation}),
 		lastSeen: map[string]int64{},
 		departed: map[string]bool{},
 	}
@@ -239,7 +244,7 @@ func (e *Engine) setMembers(now time.Time, alive []string) {
 	e.ring.Set(a)
 	e.table.SetEpoch(e.ring.Version())
 	e.table.SetShare(len(recent), slices.Index(recent, e.cfg.Name))
-	e.owner.SetMembers(a, gone)
+	e.owner.SetMembers(now, a, gone)
 	// Publish the view last, so that whoever sees it also sees its ring.
 	e.mu.Lock()
 	e.alive = a
@@ -320,6 +325,7 @@ func (e *Engine) Handoff(now time.Time) []*Batch {
 func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epoch uint64, all bool) []*Batch {
 	nowNs := now.UnixNano()
 	members, index := e.table.Share()
+	joined := e.table.Joined()
 	byOwner := map[string]*Batch{}
 	var local []ref
 	var localReps []counters.Report
@@ -361,6 +367,9 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 			capv, has := s.Granted, s.HasGrant
 			if !has {
 				capv = counters.StaticShare(en.Threshold(), members, index, en.Hash())
+				if s.Start < joined { // joined mid-window: holds nothing yet
+					capv = 0
+				}
 			}
 			r := ref{e: en, start: s.Start, own: s.Own, demand: s.Demand, epoch: epoch}
 			s.Demand = 0 // in flight; Fail puts it back
@@ -373,8 +382,10 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 				Cap:       capv,
 				HasGrant:  has,
 
-				KnownGlobal: s.Global,
-				KnownAcked:  s.Acked,
+				KnownGlobal:          s.Global,
+				KnownAcked:           s.Acked,
+				KnownFrom:            s.From,
+				KnownFromIncarnation: s.FromIncarnation,
 			}
 			if b == nil {
 				local = append(local, r)
@@ -389,7 +400,7 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 	// Windows this member owns: merged locally, without a call.
 	for i := range local {
 		ans := e.owner.Report(now, e.cfg.Name, e.cfg.Incarnation, &localReps[i])
-		apply(nowNs, &local[i], ans)
+		apply(nowNs, &local[i], ans, e.cfg.Name, e.cfg.Incarnation)
 	}
 	out := make([]*Batch, 0, len(byOwner))
 	for _, b := range byOwner {
@@ -413,12 +424,12 @@ func (e *Engine) Apply(now time.Time, b *Batch, resp *peerpb.SyncResponse) error
 	nowNs := now.UnixNano()
 	for i := range b.refs {
 		t := resp.Totals[i]
-		apply(nowNs, &b.refs[i], counters.Answer{Global: t.Global, Grant: t.Grant, HasGrant: t.HasGrant})
+		apply(nowNs, &b.refs[i], counters.Answer{Global: t.Global, Grant: t.Grant, HasGrant: t.HasGrant}, b.Owner, resp.Incarnation)
 	}
 	return nil
 }
 
-func apply(nowNs int64, r *ref, a counters.Answer) {
+func apply(nowNs int64, r *ref, a counters.Answer, from string, fromInc uint64) {
 	r.e.Lock()
 	defer r.e.Unlock()
 	s := r.e.Slot(r.start)
@@ -435,6 +446,7 @@ func apply(nowNs int64, r *ref, a counters.Answer) {
 	}
 	s.GlobalAt = nowNs
 	s.Epoch = r.epoch
+	s.From, s.FromIncarnation = from, fromInc
 	if a.HasGrant {
 		s.Granted, s.HasGrant, s.GrantedAt = a.Grant, true, nowNs
 	}
@@ -459,7 +471,7 @@ func (e *Engine) Handle(now time.Time, req *peerpb.SyncRequest) (*peerpb.SyncRes
 	if err := e.validate(req); err != nil {
 		return nil, err
 	}
-	resp := &peerpb.SyncResponse{Totals: make([]*peerpb.Total, len(req.Reports))}
+	resp := &peerpb.SyncResponse{Totals: make([]*peerpb.Total, len(req.Reports)), Incarnation: e.cfg.Incarnation}
 	for i, w := range req.Reports {
 		r := fromWire(w)
 		a := e.owner.Report(now, req.Origin, req.Incarnation, &r)
@@ -516,6 +528,8 @@ func validReport(r *peerpb.Report) error {
 		return fmt.Errorf("own %d out of range 0..%d", r.Own, MaxCount)
 	case r.Demand < 0 || r.Demand > MaxCount:
 		return fmt.Errorf("demand %d out of range 0..%d", r.Demand, MaxCount)
+	case len(r.KnownFrom) > MaxOriginSize:
+		return fmt.Errorf("known_from longer than %d bytes", MaxOriginSize)
 	case r.KnownGlobal < 0 || r.KnownGlobal > MaxCount || r.KnownAcked < 0 || r.KnownAcked > r.KnownGlobal:
 		return fmt.Errorf("known_global %d / known_acked %d out of range", r.KnownGlobal, r.KnownAcked)
 	case r.Threshold < 0 || r.Threshold > MaxCount:
@@ -541,6 +555,9 @@ func toWire(r *counters.Report) *peerpb.Report {
 		HasGrant:      r.HasGrant,
 		KnownGlobal:   r.KnownGlobal,
 		KnownAcked:    r.KnownAcked,
+
+		KnownFrom:            r.KnownFrom,
+		KnownFromIncarnation: r.KnownFromIncarnation,
 	}
 }
 
@@ -558,8 +575,10 @@ func fromWire(w *peerpb.Report) counters.Report {
 		Cap:       w.Cap,
 		HasGrant:  w.HasGrant,
 
-		KnownGlobal: w.KnownGlobal,
-		KnownAcked:  w.KnownAcked,
+		KnownGlobal:          w.KnownGlobal,
+		KnownAcked:           w.KnownAcked,
+		KnownFrom:            w.KnownFrom,
+		KnownFromIncarnation: w.KnownFromIncarnation,
 	}
 }
 

@@ -408,3 +408,52 @@ func TestEngineGracefulLeaveReleasesReserve(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineRestartWithinWindowKeepsCounts: a member crashes and restarts
+// (same name, new incarnation) within one window; what its first run
+// admitted must still count, whoever owns the key.
+func TestEngineRestartWithinWindowKeepsCounts(t *testing.T) {
+	const threshold = 1000
+	for _, victim := range []string{"owner", "other"} {
+		c := newCluster(t, 3, PolicyLease)
+		even := []float64{1. / 3, 1. / 3, 1. / 3}
+		start := t0.Add(10 * time.Second)
+		owner, _ := c.engines["n0"].Ring().Owner(limit(1)[0].Hash())
+		name := owner
+		if victim == "other" {
+			for _, n := range c.names {
+				if n != owner {
+					name = n
+				}
+			}
+		}
+		total := runSpan(c, start, 3*time.Second, threshold, even)
+		// Crash: the engine and all its state are gone.
+		crashAt := start.Add(3 * time.Second)
+		var rest []string
+		for _, n := range c.names {
+			if n != name {
+				rest = append(rest, n)
+			}
+		}
+		saved := c.names
+		delete(c.engines, name)
+		c.names = rest
+		c.setMembers(crashAt, rest...)
+		total += runSpan(c, crashAt, 2*time.Second, threshold, []float64{0.5, 0.5})
+		// Restart with a new incarnation.
+		restartAt := crashAt.Add(2 * time.Second)
+		e, err := NewEngine(EngineConfig{Name: name, Incarnation: 2, Policy: PolicyLease, Table: counters.DefaultConfig(), Ring: ringDefault()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.engines[name] = e
+		c.names = saved
+		c.setMembers(restartAt, saved...)
+		total += runSpan(c, restartAt, 5*time.Second, threshold, even)
+		t.Logf("%s restarted: window admitted %d of %d", victim, total, threshold)
+		if total > threshold*101/100 {
+			t.Errorf("%s restarted within the window: admitted %d > %d", victim, total, threshold)
+		}
+	}
+}

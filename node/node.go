@@ -85,6 +85,7 @@ func New(cfg Config) (*Node, error) {
 		MaxPeriod:      cfg.MaxPeriod,
 		OwnerWindows:   cfg.OwnerWindows,
 		ReserveWindows: cfg.ReserveWindows,
+		Settle:         3*cfg.SyncInterval + cfg.CallTimeout,
 		Central:        central,
 	})
 	if err != nil {

@@ -174,10 +174,16 @@ type Report struct {
 	// owner (after a ring change) uses known_global - known_acked + own as a
 	// lower bound of the total, so that the counts of members that left or
 	// crashed are not lost with the old owner.
-	KnownGlobal   int64 `protobuf:"varint,12,opt,name=known_global,json=knownGlobal,proto3" json:"known_global,omitempty"`
-	KnownAcked    int64 `protobuf:"varint,13,opt,name=known_acked,json=knownAcked,proto3" json:"known_acked,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	KnownGlobal int64 `protobuf:"varint,12,opt,name=known_global,json=knownGlobal,proto3" json:"known_global,omitempty"`
+	KnownAcked  int64 `protobuf:"varint,13,opt,name=known_acked,json=knownAcked,proto3" json:"known_acked,omitempty"`
+	// known_from and known_from_incarnation name the owner (and its run)
+	// that answered known_global. An owner uses only knowledge that came from
+	// another owner (or another run of itself): what it told origins itself
+	// must not feed back into its totals.
+	KnownFrom            string `protobuf:"bytes,14,opt,name=known_from,json=knownFrom,proto3" json:"known_from,omitempty"`
+	KnownFromIncarnation uint64 `protobuf:"varint,15,opt,name=known_from_incarnation,json=knownFromIncarnation,proto3" json:"known_from_incarnation,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Report) Reset() {
@@ -301,9 +307,25 @@ func (x *Report) GetKnownAcked() int64 {
 	return 0
 }
 
+func (x *Report) GetKnownFrom() string {
+	if x != nil {
+		return x.KnownFrom
+	}
+	return ""
+}
+
+func (x *Report) GetKnownFromIncarnation() uint64 {
+	if x != nil {
+		return x.KnownFromIncarnation
+	}
+	return 0
+}
+
 type SyncResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Totals        []*Total               `protobuf:"bytes,1,rep,name=totals,proto3" json:"totals,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Totals []*Total               `protobuf:"bytes,1,rep,name=totals,proto3" json:"totals,omitempty"`
+	// incarnation identifies the run of the owner that answered.
+	Incarnation   uint64 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -343,6 +365,13 @@ func (x *SyncResponse) GetTotals() []*Total {
 		return x.Totals
 	}
 	return nil
+}
+
+func (x *SyncResponse) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
 }
 
 type Total struct {
@@ -418,7 +447,7 @@ const file_peer_proto_rawDesc = "" +
 	"\x06origin\x18\x01 \x01(\tR\x06origin\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12.\n" +
 	"\areports\x18\x03 \x03(\v2\x14.peerlimit.v1.ReportR\areports\x12\x18\n" +
-	"\aleaving\x18\x04 \x01(\bR\aleaving\"\x8b\x03\n" +
+	"\aleaving\x18\x04 \x01(\bR\aleaving\"\xe0\x03\n" +
 	"\x06Report\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1a\n" +
 	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x12\x16\n" +
@@ -434,9 +463,13 @@ const file_peer_proto_rawDesc = "" +
 	"\thas_grant\x18\v \x01(\bR\bhasGrant\x12!\n" +
 	"\fknown_global\x18\f \x01(\x03R\vknownGlobal\x12\x1f\n" +
 	"\vknown_acked\x18\r \x01(\x03R\n" +
-	"knownAcked\";\n" +
+	"knownAcked\x12\x1d\n" +
+	"\n" +
+	"known_from\x18\x0e \x01(\tR\tknownFrom\x124\n" +
+	"\x16known_from_incarnation\x18\x0f \x01(\x04R\x14knownFromIncarnation\"]\n" +
 	"\fSyncResponse\x12+\n" +
-	"\x06totals\x18\x01 \x03(\v2\x13.peerlimit.v1.TotalR\x06totals\"R\n" +
+	"\x06totals\x18\x01 \x03(\v2\x13.peerlimit.v1.TotalR\x06totals\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\"R\n" +
 	"\x05Total\x12\x16\n" +
 	"\x06global\x18\x01 \x01(\x03R\x06global\x12\x14\n" +
 	"\x05grant\x18\x02 \x01(\x03R\x05grant\x12\x1b\n" +
