@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/peerlimit/peerlimit/counters"
 	"io"
 	"os"
 	"strings"
@@ -62,28 +63,19 @@ func (e *FieldError) Error() string {
 // Unwrap returns [ErrInvalidLimits].
 func (e *FieldError) Unwrap() error { return ErrInvalidLimits }
 
-// Algorithm is the counting algorithm of a tier. The zero value is
-// [Fixed]. It maps one to one onto the core's counters.Algorithm.
-type Algorithm uint8
+// Algorithm is the counting algorithm of a tier: the core's own type, so
+// that a tier maps onto a counters.Limit without translation. The zero value
+// is [Fixed].
+type Algorithm = counters.Algorithm
 
 const (
 	// Fixed counts in windows aligned on the Unix clock:
 	// start = floor(now/period)*period (the seed's algorithm).
-	Fixed Algorithm = iota
+	Fixed = counters.Fixed
 	// Sliding weighs the previous fixed window by the part of it still
 	// inside the sliding period (Kong's sliding window counter).
-	Sliding
+	Sliding = counters.Sliding
 )
-
-func (a Algorithm) String() string {
-	switch a {
-	case Fixed:
-		return "fixed"
-	case Sliding:
-		return "sliding"
-	}
-	return fmt.Sprintf("Algorithm(%d)", uint8(a))
-}
 
 // NoTenantPolicy says what happens to a request whose tenant cannot be
 // determined (missing header, func returned no tenant). The zero value is

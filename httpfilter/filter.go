@@ -373,11 +373,7 @@ func newTierSet(s *SLA, tiers []Tier) *tierSet {
 	}
 	var policy []byte
 	for i, t := range tiers {
-		alg := counters.Fixed
-		if t.Algorithm == Sliding {
-			alg = counters.Sliding
-		}
-		ts.limits[i] = counters.Limit{Endpoint: s.Endpoint, Method: s.KeyMethod, Period: t.Period, Threshold: t.Threshold, Algorithm: alg}.Prepare()
+		ts.limits[i] = counters.Limit{Endpoint: s.Endpoint, Method: s.KeyMethod, Period: t.Period, Threshold: t.Threshold, Algorithm: t.Algorithm}.Prepare()
 		name := s.ID
 		if i > 0 {
 			name += "-" + periodName(t.Period)

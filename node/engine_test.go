@@ -251,19 +251,25 @@ func TestEngineRejectsBadBatches(t *testing.T) {
 	}
 }
 
-// runWindow drives a cluster through one whole window of traffic: every
-// tick, each node is offered its share of rate per second; every sync
-// interval the cluster syncs. It returns the admitted count.
+// runWindow drives a cluster through one whole 10 s window of traffic: see
+// runSpanSync.
 func runWindow(c *cluster, start time.Time, threshold int64, rate float64, weights []float64, sync time.Duration) (admitted int64) {
+	return runSpanSync(c, start, 10*time.Second, threshold, rate, weights, sync)
+}
+
+// runSpanSync offers rate requests per second for d from start, split over
+// the nodes by weights, every 10 ms of virtual time; the cluster syncs every
+// sync interval. It returns the admitted count.
+func runSpanSync(c *cluster, start time.Time, d time.Duration, threshold int64, rate float64, weights []float64, sync time.Duration) (admitted int64) {
 	const tick = 10 * time.Millisecond
 	acc := make([]float64, len(c.names))
 	nextSync := start.Add(sync)
-	for now := start; now.Before(start.Add(10 * time.Second)); now = now.Add(tick) {
+	for now := start; now.Before(start.Add(d)); now = now.Add(tick) {
 		for i, name := range c.names {
 			acc[i] += rate * weights[i] * tick.Seconds()
 			for acc[i] >= 1 {
 				acc[i]--
-				if d, _ := c.engines[name].Take(now, limit(threshold), 1); d.Allowed {
+				if dd, _ := c.engines[name].Take(now, limit(threshold), 1); dd.Allowed {
 					admitted++
 				}
 			}
@@ -346,28 +352,9 @@ func TestEngineLeasePartitionStaysWithinLimit(t *testing.T) {
 	}
 }
 
-// runSpan is runWindow for part of a window, with a 100 ms sync.
+// runSpan is runSpanSync at 2x overload with a 100 ms sync.
 func runSpan(c *cluster, start time.Time, d time.Duration, threshold int64, weights []float64) (admitted int64) {
-	const tick = 10 * time.Millisecond
-	rate := 2 * float64(threshold) / 10
-	acc := make([]float64, len(c.names))
-	next := start.Add(100 * time.Millisecond)
-	for now := start; now.Before(start.Add(d)); now = now.Add(tick) {
-		for i, name := range c.names {
-			acc[i] += rate * weights[i] * tick.Seconds()
-			for acc[i] >= 1 {
-				acc[i]--
-				if dd, _ := c.engines[name].Take(now, limit(threshold), 1); dd.Allowed {
-					admitted++
-				}
-			}
-		}
-		if !now.Before(next) {
-			c.sync(now)
-			next = next.Add(100 * time.Millisecond)
-		}
-	}
-	return admitted
+	return runSpanSync(c, start, d, threshold, 2*float64(threshold)/10, weights, 100*time.Millisecond)
 }
 
 // TestEngineGracefulLeaveReleasesReserve: a member that hands off and says
