@@ -255,7 +255,11 @@ func parseReport(t *testing.T, out string) demo.Report {
 
 // checkWindows checks the lease bound on every complete window, and that
 // over-demanded windows get (almost) their whole limit when hotFloor.
-func checkWindows(t *testing.T, rep demo.Report, hotFloor bool) (complete, hot int) {
+// checkWindows checks every complete window against limit x 1.01 + 1, plus
+// slack x limit: a test that SIGKILLs a node passes killSlack, since a crash
+// may lose the counts the dead process had not yet reported, at most one
+// sync interval of its traffic.
+func checkWindows(t *testing.T, rep demo.Report, hotFloor bool, slack float64) (complete, hot int) {
 	t.Helper()
 	for _, w := range rep.Windows {
 		var sum int64
@@ -269,7 +273,7 @@ func checkWindows(t *testing.T, rep demo.Report, hotFloor bool) (complete, hot i
 			continue
 		}
 		complete++
-		if bound := float64(w.Limit)*1.01 + 1; float64(w.Admitted) > bound {
+		if bound := float64(w.Limit)*(1.01+slack) + 1; float64(w.Admitted) > bound {
 			t.Errorf("%s %s window %s: admitted %d > %.1f (limit %d, offered %d, per node %v)",
 				w.Tenant, w.SLA, w.WindowStart.Format(time.TimeOnly), w.Admitted, bound, w.Limit, w.Offered, w.PerNode)
 		}
@@ -283,6 +287,11 @@ func checkWindows(t *testing.T, rep demo.Report, hotFloor bool) (complete, hot i
 	}
 	return complete, hot
 }
+
+// killSlack is one 200 ms sync interval of one node's share (a third) of a
+// tenant's traffic at up to 3x its limit, over a 10 s window: 2% of the
+// limit.
+const killSlack = 0.2 / 10 * 3 / 3
 
 func TestLimitsCopyIsIdentical(t *testing.T) {
 	orig, err := os.ReadFile("../../httpfilter/limits.yaml")
@@ -332,7 +341,7 @@ func TestReport(t *testing.T) {
 	if len(tenants) != 25 {
 		t.Errorf("%d tenants in the windows, want 25", len(tenants))
 	}
-	complete, hot := checkWindows(t, rep, true)
+	complete, hot := checkWindows(t, rep, true, 0)
 	if complete < 50 || hot < 6 { // 25 tenants x 2 SLAs; 5 PUT + 1 GET hot streams at 600 req/s
 		t.Errorf("%d complete windows (%d over-demanded): want 50 (6)", complete, hot)
 	}
@@ -364,7 +373,7 @@ func TestKillNode(t *testing.T) {
 	if got := rep.PerNode["n1"].Offered + rep.PerNode["n2"].Offered; got < 8*400 {
 		t.Errorf("survivors got %d requests in 9 s at 400 req/s", got)
 	}
-	if complete, _ := checkWindows(t, rep, false); complete < 50 {
+	if complete, _ := checkWindows(t, rep, false, killSlack); complete < 50 {
 		t.Errorf("%d complete windows, want 50", complete)
 	}
 	if pid := r.nodes()["n3"]; pid == 0 || alive(pid) {
@@ -568,6 +577,6 @@ func TestKillRestartWithinWindow(t *testing.T) {
 		t.Fatalf("demo failed: %v", err)
 	}
 	rep := parseReport(t, r.stdout.String())
-	checkWindows(t, rep, false)
+	checkWindows(t, rep, false, killSlack)
 	r.checkNoNodeLeft(t, 5*time.Second)
 }
