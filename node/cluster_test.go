@@ -164,7 +164,14 @@ func alignedClock(period time.Duration) func() time.Time {
 // the given duration, and returns admitted and offered counts per window
 // start.
 func drive(c *testCluster, limits []counters.Limit, rate float64, d time.Duration) (admitted, offered map[int64]int64) {
+	return driveWeighted(c, limits, rate, nil, d)
+}
+
+// driveWeighted is drive with the load split over the nodes by weights (nil:
+// round-robin).
+func driveWeighted(c *testCluster, limits []counters.Limit, rate float64, weights []float64, d time.Duration) (admitted, offered map[int64]int64) {
 	admitted, offered = map[int64]int64{}, map[int64]int64{}
+	credit := make([]float64, len(c.nodes))
 	tick := 5 * time.Millisecond
 	tk := time.NewTicker(tick)
 	defer tk.Stop()
@@ -180,6 +187,17 @@ func drive(c *testCluster, limits []counters.Limit, rate float64, d time.Duratio
 		for ; acc >= 1; acc-- {
 			n := c.nodes[i%len(c.nodes)]
 			i++
+			if weights != nil { // the node with the most credit takes it
+				best := 0
+				for j := range credit {
+					credit[j] += weights[j]
+					if credit[j] > credit[best] {
+						best = j
+					}
+				}
+				credit[best]--
+				n = c.nodes[best]
+			}
 			ws := counters.WindowStart(c.clock().UnixNano(), int64(limits[0].Period))
 			offered[ws]++
 			if dd, _ := n.Allow(context.Background(), limits...); dd.Allowed {
@@ -236,6 +254,51 @@ func TestClusterPoliciesUnderOverload(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClusterLeaseSkewAndPartition: the lease policy on a real cluster,
+// 90/10 skewed load at 2x the limit, then a 2|1 partition (memberlist and
+// gRPC cut by faultnet) lasting whole windows with balanced load: every
+// complete window within 1% (or one request) of the limit, none more than
+// 5% short.
+func TestClusterLeaseSkewAndPartition(t *testing.T) {
+	const threshold, period, sync = 200, 2 * time.Second, 100 * time.Millisecond
+	rate := 2.0 * threshold / period.Seconds()
+	clock := alignedClock(period)
+	c := startCluster(t, 3, clusterOpts{policy: PolicyLease, sync: sync, faults: true, clock: clock})
+	limits := []counters.Limit{{Tenant: "acme", Endpoint: "/v1/p/*", Method: "GET", Period: period, Threshold: threshold}}
+	atWindowStart := func() {
+		waitFor(t, 2*period, "a window start", func() bool {
+			return clock().UnixNano()%int64(period) < int64(20*time.Millisecond)
+		})
+	}
+	check := func(phase string, admitted, offered map[int64]int64) {
+		complete := 0
+		for ws, a := range admitted {
+			if offered[ws] < threshold*3/2 {
+				continue // cut by the start or the end of the phase
+			}
+			complete++
+			t.Logf("%s: window %d: offered %d admitted %d (limit %d)", phase, ws/1e6, offered[ws], a, threshold)
+			if a > threshold*101/100+1 || a < threshold*95/100 {
+				t.Errorf("%s: admitted %d, want %d..%d", phase, a, threshold*95/100, threshold*101/100+1)
+			}
+		}
+		if complete < 1 {
+			t.Fatalf("%s: no complete window measured", phase)
+		}
+	}
+	atWindowStart()
+	admitted, offered := driveWeighted(c, limits, rate, []float64{0.9, 0.05, 0.05}, 2*period)
+	check("90/10 skew", admitted, offered)
+
+	major, minor := c.nodes[:2], c.nodes[2:]
+	c.net.Cut(names(major), names(minor))
+	c.waitMembers(10*time.Second, major...)
+	c.waitMembers(10*time.Second, minor...)
+	atWindowStart()
+	admitted, offered = drive(c, limits, rate, 2*period)
+	check("2|1 partition", admitted, offered)
 }
 
 // globalOf reads a node's cached global total for one series' current
