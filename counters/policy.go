@@ -36,10 +36,10 @@ type View struct {
 // Used is the instance's best estimate of the global count: what the owner
 // reported, plus what this instance admitted since, plus the weighted
 // previous window.
-func (v View) Used() int64 { return v.PrevGlobal + v.Global + (v.Own - v.Acked) }
+func (v *View) Used() int64 { return v.PrevGlobal + v.Global + (v.Own - v.Acked) }
 
 // Remaining is Threshold minus Used, never below zero.
-func (v View) Remaining() int64 { return max(0, v.Threshold-v.Used()) }
+func (v *View) Remaining() int64 { return max(0, v.Threshold-v.Used()) }
 
 // A Policy is an admission rule: given the view of one tier, it says whether
 // Cost more units fit and how many remain afterwards, as this instance sees
@@ -57,7 +57,9 @@ type Policy interface {
 type Optimistic struct{}
 
 // Admit implements Policy.
-func (Optimistic) Admit(v View) (bool, int64) {
+func (Optimistic) Admit(v View) (bool, int64) { return optimisticAdmit(&v) }
+
+func optimisticAdmit(v *View) (bool, int64) {
 	used := v.Used()
 	if used+v.Cost > v.Threshold {
 		return false, max(0, v.Threshold-used)
@@ -71,9 +73,10 @@ func (Optimistic) Admit(v View) (bool, int64) {
 type Static struct{}
 
 // Admit implements Policy.
-func (Static) Admit(v View) (bool, int64) {
-	share := StaticShare(v.Threshold, v.Members, v.Index, v.Hash)
-	return admitLocal(v, share)
+func (Static) Admit(v View) (bool, int64) { return staticAdmit(&v) }
+
+func staticAdmit(v *View) (bool, int64) {
+	return admitLocal(v, StaticShare(v.Threshold, v.Members, v.Index, v.Hash))
 }
 
 // Lease admits only within the budget the key's owner granted this instance
@@ -87,7 +90,9 @@ func (Static) Admit(v View) (bool, int64) {
 type Lease struct{}
 
 // Admit implements Policy.
-func (Lease) Admit(v View) (bool, int64) {
+func (Lease) Admit(v View) (bool, int64) { return leaseAdmit(&v) }
+
+func leaseAdmit(v *View) (bool, int64) {
 	if !v.HasGrant {
 		if v.Joined {
 			return false, 0 // joined mid-window: wait for the first answer
@@ -103,7 +108,7 @@ func (Lease) Admit(v View) (bool, int64) {
 // admitLocal admits within a local share, counting only this instance's own
 // requests; remaining is reported from the global estimate so that headers
 // stay meaningful for clients.
-func admitLocal(v View, share int64) (bool, int64) {
+func admitLocal(v *View, share int64) (bool, int64) {
 	if v.PrevOwn+v.Own+v.Cost > share {
 		return false, 0
 	}

@@ -234,6 +234,7 @@ func (t *Table) lookup(l *Limit, h uint64, now int64) *Entry {
 	e := &Entry{
 		key:       t.seq.Add(1),
 		hash:      h,
+		scope:     scopeHash(l.Endpoint, l.Method, l.Period),
 		tenant:    strings.Clone(l.Tenant),
 		endpoint:  strings.Clone(l.Endpoint),
 		method:    strings.Clone(l.Method),

@@ -134,12 +134,26 @@ func (t *Table) check(nowNs int64, l *Limit, e *Entry, cost int64, share uint64)
 	e.threshold, e.alg = l.Threshold, l.Algorithm
 	v := e.view(nowNs, cost, int(share>>32), int(uint32(share)))
 	v.Joined = e.cur.Start < t.joined.Load()
-	ok, rem := (*t.policy.Load()).Admit(v)
+	ok, rem := admit(*t.policy.Load(), &v)
 	reset := time.Duration(e.cur.Start + e.period - nowNs)
 	if !ok {
-		return false, Decision{Limit: l.Threshold, Reset: reset, RetryAfter: e.retryAfter(nowNs, v)}
+		return false, Decision{Limit: l.Threshold, Reset: reset, RetryAfter: e.retryAfter(nowNs, &v)}
 	}
 	return true, Decision{Allowed: true, Limit: l.Threshold, Remaining: rem, Reset: reset}
+}
+
+// admit asks a policy about v. The built-in policies are called directly,
+// with a pointer, which spares an interface call that copies the View.
+func admit(p Policy, v *View) (bool, int64) {
+	switch p.(type) {
+	case Lease:
+		return leaseAdmit(v)
+	case Optimistic:
+		return optimisticAdmit(v)
+	case Static:
+		return staticAdmit(v)
+	}
+	return p.Admit(*v)
 }
 
 // charge records the outcome of a decision in a locked entry: the cost is

@@ -300,3 +300,17 @@ func TestTakeDoesNotAllocate(t *testing.T) {
 		t.Fatalf("Take allocates %.1f times per call across windows, want 0", n)
 	}
 }
+
+func TestPreparedAndUnpreparedLimitsShareACounter(t *testing.T) {
+	tb := newTable(t, Optimistic{})
+	raw := Limit{Tenant: "a", Endpoint: "/v1/p/*", Method: "GET", Period: time.Second, Threshold: 3}
+	prep := raw.Prepare()
+	for i, l := range []Limit{raw, prep, raw} {
+		if !tb.Allow(base, l) {
+			t.Fatalf("request %d denied", i)
+		}
+	}
+	if tb.Allow(base, prep) || tb.Len() != 1 {
+		t.Fatalf("prepared and unprepared limits of one series did not share one counter (%d series)", tb.Len())
+	}
+}
