@@ -119,6 +119,7 @@ type ownerWindow struct {
 	threshold int64
 	alg       Algorithm
 	expires   int64
+	created   int64          // when this owner first heard of the window (Unix ns)
 	origins   []*originState // few: one per instance
 }
 
@@ -210,7 +211,7 @@ func (o *Owner) Report(now time.Time, origin string, incarnation uint64, r *Repo
 			o.dropped++
 			return Answer{Global: r.Own}
 		}
-		w = &ownerWindow{expires: r.Key.WindowStart + 2*int64(r.Key.Period) + int64(o.cfg.Grace)}
+		w = &ownerWindow{expires: r.Key.WindowStart + 2*int64(r.Key.Period) + int64(o.cfg.Grace), created: nowNs}
 		o.windows[r.Key] = w
 	}
 	w.threshold, w.alg = r.Threshold, r.Algorithm
@@ -378,7 +379,11 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) int64 
 	}
 
 	frozen := false
-	settling := now-o.members.changedAt < int64(o.cfg.Settle)
+	// Settling: the membership changed moments ago and this owner may be new
+	// to the window (it first heard of it since). An owner that held the
+	// window before the change owned the key then, and every member with
+	// traffic in the window has reported to it.
+	settling := now-o.members.changedAt < int64(o.cfg.Settle) && w.created >= o.members.changedAt
 	var reach []*originState
 	for i, m := range members {
 		s := w.find(m)

@@ -103,3 +103,28 @@ func TestLeasePolicy(t *testing.T) {
 		t.Fatalf("with a grant up to 55 admitted %d in all, want 55", n)
 	}
 }
+
+// TestLeasePendingForWindowsBeforeJoin: an instance that joined mid-window
+// has no budget in that window until its first answer; the denial says so,
+// with no wait of its own, unless another tier really denies.
+func TestLeasePendingForWindowsBeforeJoin(t *testing.T) {
+	tb := newTable(t, Lease{})
+	tb.SetShare(3, 1)
+	tb.SetJoined(at(5 * time.Second))
+	l := Limit{Tenant: "a", Endpoint: "/p", Method: "GET", Period: 10 * time.Second, Threshold: 90}
+	d, _ := tb.Take(at(6*time.Second), []Limit{l}, 1)
+	if d.Allowed || !d.Pending || d.RetryAfter != 0 {
+		t.Fatalf("window begun before the join: %+v, want pending with no wait", d)
+	}
+	zero := Limit{Tenant: "a", Endpoint: "/z", Method: "GET", Period: time.Minute, Threshold: 0}
+	tb.SetJoined(time.Unix(0, 0)) // joined long ago
+	d, _ = tb.Take(at(6*time.Second), []Limit{zero}, 1)
+	if d.Pending || d.RetryAfter == 0 {
+		t.Fatalf("a real denial: %+v, want not pending, with a wait", d)
+	}
+	// The next window began after the join: the static share applies.
+	tb.SetJoined(at(5 * time.Second))
+	if d, _ := tb.Take(at(11*time.Second), []Limit{l}, 1); !d.Allowed {
+		t.Fatalf("window begun after the join: %+v, want admitted from the static share", d)
+	}
+}

@@ -21,6 +21,13 @@ type Decision struct {
 	Remaining  int64
 	Reset      time.Duration
 	RetryAfter time.Duration
+	// Pending says the request was denied by this instance's lease while
+	// the limit itself still has room as far as it knows: it holds no
+	// budget yet (a window that began before it joined its cluster) or has
+	// spent its share, and the next sync answer may bring more. RetryAfter
+	// is then 0; the caller should retry after one sync interval (the node
+	// says so, and asks for a sync at once).
+	Pending bool
 }
 
 // Take decides one request of the given cost against all its limits at once
@@ -90,7 +97,9 @@ func (t *Table) Take(now time.Time, limits []Limit, cost int64) (Decision, error
 		ok, di := t.check(nowNs, &limits[i], ents[i], cost, share)
 		switch {
 		case !ok:
-			if d.Allowed || di.RetryAfter > d.RetryAfter {
+			// The denying tier with the longest wait describes the
+			// decision; a pending one (RetryAfter 0) only if no other denies.
+			if d.Allowed || di.RetryAfter > d.RetryAfter || (d.Pending && !di.Pending) {
 				d = di
 				d.Tier = i
 			}
@@ -137,6 +146,9 @@ func (t *Table) check(nowNs int64, l *Limit, e *Entry, cost int64, share uint64)
 	ok, rem := admit(*t.policy.Load(), &v)
 	reset := time.Duration(e.cur.Start + e.period - nowNs)
 	if !ok {
+		if v.Threshold > 0 && v.Remaining() >= cost && (v.HasGrant || v.Joined) && t.Policy() == (Lease{}) {
+			return false, Decision{Limit: l.Threshold, Reset: reset, Pending: true}
+		}
 		return false, Decision{Limit: l.Threshold, Reset: reset, RetryAfter: e.retryAfter(nowNs, &v)}
 	}
 	return true, Decision{Allowed: true, Limit: l.Threshold, Remaining: rem, Reset: reset}

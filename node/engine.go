@@ -198,6 +198,18 @@ func (e *Engine) SetMembers(now time.Time, alive []string) {
 	e.setMembers(now, alive)
 }
 
+// MarkJoined records that this member joined an existing cluster at t: in
+// the windows running then, whose budget the owners have already handed
+// out, the lease policy gives it nothing before its first answer (the
+// decision says it is pending). The node calls it once gossip has joined
+// through its seeds; SetMembers guesses it from the first view otherwise.
+func (e *Engine) MarkJoined(t time.Time) {
+	e.mu.Lock()
+	e.joined = true
+	e.mu.Unlock()
+	e.table.SetJoined(t)
+}
+
 func (e *Engine) setMembers(now time.Time, alive []string) {
 	nowNs := now.UnixNano()
 	a := slices.Clone(alive)

@@ -52,10 +52,12 @@ type Node struct {
 	syncCalls atomic.Uint64
 	syncBytes atomic.Uint64
 
-	state   atomic.Int32 // 0 new, 1 started, 2 closed
-	stop    chan struct{}
-	loopsWG sync.WaitGroup
-	closeMu sync.Mutex
+	state    atomic.Int32 // 0 new, 1 started, 2 closed
+	stop     chan struct{}
+	kick     chan struct{} // a sync is wanted now (one slot: kicks coalesce)
+	lastKick atomic.Int64  // Unix ns of the last kick, to rate-limit them
+	loopsWG  sync.WaitGroup
+	closeMu  sync.Mutex
 }
 
 type peer struct {
@@ -97,6 +99,7 @@ func New(cfg Config) (*Node, error) {
 		engine: eng,
 		peers:  map[string]*peer{},
 		stop:   make(chan struct{}),
+		kick:   make(chan struct{}, 1),
 	}
 	n.m = newMetrics(cfg.Registry, n)
 	return n, nil
@@ -152,6 +155,21 @@ func (n *Node) Take(ctx context.Context, limits []counters.Limit, cost int64) (c
 		n.m.allowed.Inc()
 	} else {
 		n.m.denied.Inc()
+		if d.Pending {
+			// The lease is spent (or not there yet) while the limit has
+			// room: the next answer may bring more. Tell the caller to come
+			// back after one interval, and ask the sync loop to run now —
+			// a channel send that never blocks, at most one per half
+			// interval so that a denied hot tenant cannot make it spin.
+			d.RetryAfter = n.cfg.SyncInterval
+			now := time.Now().UnixNano()
+			if last := n.lastKick.Load(); now-last > int64(n.cfg.SyncInterval/2) && n.lastKick.CompareAndSwap(last, now) {
+				select {
+				case n.kick <- struct{}{}:
+				default:
+				}
+			}
+		}
 	}
 	if sample {
 		n.m.decisionSeconds.Observe(time.Since(start).Seconds())
@@ -233,9 +251,15 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("node: %w", err)
 	}
 	n.gossip = g
+	joinStart := n.cfg.Clock()
 	if err := g.Start(ctx); err != nil {
 		n.grpcServer.Stop()
 		return fmt.Errorf("node: %w", err)
+	}
+	if len(g.Members()) > 1 {
+		// Joined a running cluster through its seeds (gossip's first
+		// membership callback may still have shown this node alone).
+		n.engine.MarkJoined(joinStart)
 	}
 	n.loopsWG.Add(1)
 	go n.syncLoop()
@@ -318,6 +342,7 @@ func (n *Node) syncLoop() {
 		case <-n.stop:
 			return
 		case <-t.C:
+		case <-n.kick:
 		}
 		n.SyncOnce(context.Background())
 		if i%sweepEvery == 0 {
