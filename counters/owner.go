@@ -101,18 +101,37 @@ type ownerMembers struct {
 	sorted []string
 	// changedAt is when the set of alive members last changed (Unix ns).
 	changedAt int64
+	// windows caches window() by its argument until the next SetMembers.
+	windows map[int64]*memberWindow
 }
 
-// window returns, sorted, the members that may spend budget in the window
-// starting at start: those alive, and those last seen alive after it began.
-func (m *ownerMembers) window(start int64) []string {
-	out := make([]string, 0, len(m.sorted))
+// memberWindow is the members that may spend budget in a window, sorted,
+// and the same as a set.
+type memberWindow struct {
+	names []string
+	in    map[string]bool
+}
+
+// window returns the members that may spend budget in a window whose
+// reserve horizon starts at since: those alive, and those last seen alive
+// after since. The result is cached until the membership changes; the
+// owner's lock must be held.
+func (m *ownerMembers) window(since int64) *memberWindow {
+	if w := m.windows[since]; w != nil {
+		return w
+	}
+	w := &memberWindow{in: make(map[string]bool, len(m.sorted))}
 	for _, name := range m.sorted {
-		if m.alive[name] || m.gone[name] >= start {
-			out = append(out, name)
+		if m.alive[name] || m.gone[name] >= since {
+			w.names = append(w.names, name)
+			w.in[name] = true
 		}
 	}
-	return out
+	if m.windows == nil || len(m.windows) > 64 { // a few windows are live at once
+		m.windows = map[int64]*memberWindow{}
+	}
+	m.windows[since] = w
+	return w
 }
 
 type ownerWindow struct {
@@ -353,12 +372,9 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) int64 
 		return e
 	}
 
-	members := o.members.window(key.WindowStart - int64(o.cfg.ReserveWindows)*period)
+	mw := o.members.window(key.WindowStart - int64(o.cfg.ReserveWindows)*period)
+	members, inView := mw.names, mw.in
 	n := len(members)
-	inView := make(map[string]bool, n)
-	for _, m := range members {
-		inView[m] = true
-	}
 	// Counts no member in view accounts for: gone members' own counts, and
 	// those only a previous owner saw.
 	committed := w.hidden()
@@ -379,12 +395,13 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) int64 
 	}
 
 	frozen := false
+	var reachBuf [16]*originState
+	reach := reachBuf[:0]
 	// Settling: the membership changed moments ago and this owner may be new
 	// to the window (it first heard of it since). An owner that held the
 	// window before the change owned the key then, and every member with
 	// traffic in the window has reported to it.
 	settling := now-o.members.changedAt < int64(o.cfg.Settle) && w.created >= o.members.changedAt
-	var reach []*originState
 	for i, m := range members {
 		s := w.find(m)
 		share := StaticShare(w.threshold, n, i, hash)
@@ -473,7 +490,13 @@ func contains(ss []*originState, s *originState) bool {
 // and returns r's part. Integer units: the parts add up to free exactly.
 func fairShare(free int64, origins []*originState, r *originState, left float64) int64 {
 	k := len(origins)
-	need := make([]int64, k)
+	var needBuf, allocBuf [16]int64
+	var doneBuf [16]bool
+	need, alloc, done := needBuf[:0], allocBuf[:0], doneBuf[:0]
+	if k > len(needBuf) {
+		need, alloc, done = make([]int64, 0, k), make([]int64, 0, k), make([]bool, 0, k)
+	}
+	need, alloc, done = need[:k], alloc[:k], done[:k]
 	ri := 0
 	for i, s := range origins {
 		need[i] = int64(s.rate*left) + 1
@@ -481,10 +504,8 @@ func fairShare(free int64, origins []*originState, r *originState, left float64)
 			ri = i
 		}
 	}
-	alloc := make([]int64, k)
 	remaining := free
 	active := k
-	done := make([]bool, k)
 	for remaining > 0 && active > 0 {
 		each := remaining / int64(active)
 		if each == 0 {

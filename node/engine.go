@@ -338,6 +338,9 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 	nowNs := now.UnixNano()
 	members, index := e.table.Share()
 	joined := e.table.Joined()
+	// Batches are sized for an even spread of the keys over the owners,
+	// which spares growing them report by report.
+	perOwner := min(e.table.Len()/max(1, len(e.ring.Members())), e.cfg.MaxBatch)
 	byOwner := map[string]*Batch{}
 	var local []ref
 	var localReps []counters.Report
@@ -370,6 +373,8 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 			if owner != e.cfg.Name {
 				if b == nil {
 					b = &Batch{Owner: owner, Req: &peerpb.SyncRequest{Origin: e.cfg.Name, Incarnation: e.cfg.Incarnation}}
+					b.refs = make([]ref, 0, perOwner)
+					b.Req.Reports = make([]*peerpb.Report, 0, perOwner)
 					byOwner[owner] = b
 				}
 				if len(b.refs) >= e.cfg.MaxBatch {
