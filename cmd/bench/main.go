@@ -218,8 +218,8 @@ func bench(ctx context.Context, o options, log io.Writer) (report, error) {
 			return rep, err
 		default:
 			defer srv.stop()
-			redisAddr, redisPID = srv.addr, srv.cmd.Process.Pid
-			rep.Redis = "redis-server on " + srv.addr + " (--save \"\" --appendonly no)"
+			redisAddr, redisPID = srv.Addr(), srv.PID()
+			rep.Redis = "redis-server on " + srv.Addr() + " (--save \"\" --appendonly no)"
 		}
 	}
 	e := env{opts: o, tenants: tenants, redisAddr: redisAddr, redisPID: redisPID}

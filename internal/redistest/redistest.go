@@ -10,15 +10,11 @@
 package redistest
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
-	"fmt"
+	"github.com/peerlimit/peerlimit/internal/redisproc"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -28,10 +24,6 @@ import (
 // startTimeout bounds how long Start and Restart wait for redis-server to
 // answer PING.
 const startTimeout = 10 * time.Second
-
-// readyLine is what redis-server logs once it accepts connections (Redis 6
-// and 7 both start the line with it).
-const readyLine = "Ready to accept connections"
 
 // Server is one redis-server process owned by a test. The zero value is not
 // usable; get one from [Start]. Its methods are safe for concurrent use, but
@@ -44,14 +36,7 @@ type Server struct {
 	port int
 
 	mu   sync.Mutex
-	proc *process // nil after Kill
-}
-
-// process is one run of redis-server.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once the process has exited and been reaped
-	log  *tail         // the last lines it wrote
+	proc *redisproc.Proc // nil after Kill
 }
 
 // Start launches redis-server on a free 127.0.0.1 port with `--save ""
@@ -73,7 +58,7 @@ func Start(tb testing.TB) *Server {
 	// another process can grab it in between, so try a few times.
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
-		port, err := freePort()
+		port, err := redisproc.FreePort()
 		if err != nil {
 			tb.Fatalf("redistest: %v", err)
 		}
@@ -109,11 +94,11 @@ func (s *Server) Kill() {
 	if p == nil {
 		return
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.Signal(syscall.SIGKILL)
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(startTimeout):
-		s.tb.Fatalf("redistest: redis-server (pid %d) did not exit within %v of SIGKILL", p.cmd.Process.Pid, startTimeout)
+		s.tb.Fatalf("redistest: redis-server (pid %d) did not exit within %v of SIGKILL", p.PID(), startTimeout)
 	}
 }
 
@@ -136,7 +121,7 @@ func (s *Server) signal(sig syscall.Signal) {
 	if s.proc == nil {
 		s.tb.Fatalf("redistest: %v: redis-server is not running", sig)
 	}
-	if err := s.proc.cmd.Process.Signal(sig); err != nil {
+	if err := s.proc.Signal(sig); err != nil {
 		s.tb.Fatalf("redistest: %v: %v", sig, err)
 	}
 }
@@ -164,128 +149,10 @@ func (s *Server) stop() {
 	if p == nil {
 		return
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
+	p.Kill()
 }
 
-// launch starts redis-server on s.port and waits until it is ready. On
-// failure the process is gone and the error carries its last log lines.
-func (s *Server) launch() (*process, error) {
-	cmd := exec.Command(s.bin,
-		"--port", strconv.Itoa(s.port),
-		"--bind", "127.0.0.1",
-		"--dir", s.dir,
-		"--save", "",
-		"--appendonly", "no",
-		"--daemonize", "no",
-		"--logfile", "", // log to stdout, which we watch for readiness
-		"--loglevel", "notice",
-	)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &process{cmd: cmd, done: make(chan struct{}), log: &tail{}}
-	ready := make(chan struct{})
-	go func() {
-		// Read the log to the end (so redis-server never blocks on a full
-		// pipe), report readiness once, then reap the process.
-		sc := bufio.NewScanner(stdout)
-		signalled := false
-		for sc.Scan() {
-			line := sc.Text()
-			p.log.add(line)
-			if !signalled && strings.Contains(line, readyLine) {
-				close(ready)
-				signalled = true
-			}
-		}
-		_ = cmd.Wait()
-		close(p.done)
-	}()
-
-	deadline := time.NewTimer(startTimeout)
-	defer deadline.Stop()
-	select {
-	case <-ready:
-	case <-p.done:
-		return nil, fmt.Errorf("redis-server exited before it was ready (%v); log:\n%s", cmd.ProcessState, p.log)
-	case <-deadline.C:
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
-		return nil, fmt.Errorf("redis-server not ready within %v; log:\n%s", startTimeout, p.log)
-	}
-	if err := ping(s.Addr(), startTimeout); err != nil {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
-		return nil, fmt.Errorf("redis-server logged ready but PING failed: %w; log:\n%s", err, p.log)
-	}
-	return p, nil
-}
-
-// ping sends one inline PING and expects +PONG.
-func ping(addr string, timeout time.Duration) error {
-	c, err := net.DialTimeout("tcp", addr, timeout)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if err := c.SetDeadline(time.Now().Add(timeout)); err != nil {
-		return err
-	}
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if line != "+PONG\r\n" {
-		return errors.New("unexpected reply " + strconv.Quote(line))
-	}
-	return nil
-}
-
-// freePort asks the OS for a free TCP port on 127.0.0.1.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// tail keeps the last few log lines of a process for error messages.
-type tail struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-const tailLines = 20
-
-func (t *tail) add(line string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.lines) == tailLines {
-		copy(t.lines, t.lines[1:])
-		t.lines = t.lines[:tailLines-1]
-	}
-	t.lines = append(t.lines, line)
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var b bytes.Buffer
-	for _, l := range t.lines {
-		b.WriteString("  ")
-		b.WriteString(l)
-		b.WriteByte('\n')
-	}
-	return b.String()
+// launch starts redis-server on s.port and waits until it is ready.
+func (s *Server) launch() (*redisproc.Proc, error) {
+	return redisproc.Launch(s.bin, s.dir, s.port, startTimeout)
 }

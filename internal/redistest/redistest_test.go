@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"github.com/peerlimit/peerlimit/internal/redisproc"
 	"net"
 	"testing"
 	"time"
@@ -12,12 +13,12 @@ func TestLifecycle(t *testing.T) {
 	if host, _, err := net.SplitHostPort(addr); err != nil || host != "127.0.0.1" {
 		t.Fatalf("Addr() = %q, want 127.0.0.1:port", addr)
 	}
-	if err := ping(addr, time.Second); err != nil {
+	if err := redisproc.Ping(addr, time.Second); err != nil {
 		t.Fatalf("PING after Start: %v", err)
 	}
 
 	s.Kill()
-	if err := ping(addr, time.Second); err == nil {
+	if err := redisproc.Ping(addr, time.Second); err == nil {
 		t.Fatal("PING after Kill succeeded")
 	}
 	s.Kill() // idempotent
@@ -26,21 +27,21 @@ func TestLifecycle(t *testing.T) {
 	if s.Addr() != addr {
 		t.Fatalf("Addr() after Restart = %q, want %q", s.Addr(), addr)
 	}
-	if err := ping(addr, time.Second); err != nil {
+	if err := redisproc.Ping(addr, time.Second); err != nil {
 		t.Fatalf("PING after Restart: %v", err)
 	}
 
 	s.Pause()
-	if err := ping(addr, 200*time.Millisecond); err == nil {
+	if err := redisproc.Ping(addr, 200*time.Millisecond); err == nil {
 		t.Fatal("PING answered while paused")
 	}
 	s.Resume()
-	if err := ping(addr, time.Second); err != nil {
+	if err := redisproc.Ping(addr, time.Second); err != nil {
 		t.Fatalf("PING after Resume: %v", err)
 	}
 
 	s.Restart() // from running
-	if err := ping(addr, time.Second); err != nil {
+	if err := redisproc.Ping(addr, time.Second); err != nil {
 		t.Fatalf("PING after second Restart: %v", err)
 	}
 }
@@ -51,7 +52,7 @@ func TestTwoServers(t *testing.T) {
 		t.Fatalf("two servers share %s", a.Addr())
 	}
 	a.Kill()
-	if err := ping(b.Addr(), time.Second); err != nil {
+	if err := redisproc.Ping(b.Addr(), time.Second); err != nil {
 		t.Fatalf("killing one server broke the other: %v", err)
 	}
 }
