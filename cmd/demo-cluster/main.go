@@ -144,7 +144,7 @@ func nodeMain(args []string) int {
 	}()
 	go func() { // never outlive a stuck shutdown
 		<-ctx.Done()
-		time.Sleep(10 * time.Second) // a deadline, not synchronisation
+		<-time.After(10 * time.Second) // a watchdog deadline
 		logger.Error("shutdown took more than 10s: exiting")
 		os.Exit(3)
 	}()
