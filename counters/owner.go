@@ -540,16 +540,6 @@ func fairShare(free int64, origins []*originState, r *originState, left float64)
 	return alloc[ri]
 }
 
-// Global returns the owner's current total for a window (0 if unknown).
-func (o *Owner) Global(k Key) int64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if w := o.windows[k]; w != nil {
-		return w.total()
-	}
-	return 0
-}
-
 // Sweep drops windows that ended more than a period plus the grace ago,
 // and returns how many it dropped.
 func (o *Owner) Sweep(now time.Time) int {

@@ -411,9 +411,3 @@ func (t *Table) Get(tenant, endpoint, method string, period time.Duration) *Entr
 	h := l.Hash()
 	return t.shardOf(h).tab.Load().find(&l, h)
 }
-
-// GetOrCreate returns the entry of l's series, creating it (rolled to now)
-// if needed. Owners use it to hold the series they aggregate for others.
-func (t *Table) GetOrCreate(now time.Time, l Limit) *Entry {
-	return t.lookup(&l, l.Hash(), now.UnixNano())
-}
