@@ -1,9 +1,9 @@
 package gossip
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"github.com/peerlimit/peerlimit/internal/testutil"
 	"io"
 	"log"
 	"log/slog"
@@ -19,17 +19,7 @@ import (
 	"github.com/peerlimit/peerlimit/internal/faultnet"
 )
 
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval, not synchronisation
-	}
-}
+var waitFor = testutil.WaitFor
 
 // testNode is a started Gossip that records what OnMembers reports.
 type testNode struct {
@@ -68,23 +58,7 @@ func grpcAddrOf(name string) string {
 	return "127.0.0.1:" + strconv.Itoa(20000+int(name[len(name)-1]))
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testutil.SyncBuffer
 
 func localConfig(name string, seeds ...string) Config {
 	cfg := DefaultConfig()

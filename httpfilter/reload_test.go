@@ -1,46 +1,20 @@
 package httpfilter
 
 import (
-	"bytes"
 	"context"
 	"errors"
+	"github.com/peerlimit/peerlimit/internal/testutil"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
 
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", timeout)
-		}
-		time.Sleep(time.Millisecond) // polling a condition, not synchronising
-	}
-}
+type syncBuffer = testutil.SyncBuffer
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+var waitFor = testutil.WaitFor
 
 const limitsV1 = `slas:
   - id: get-product
@@ -263,9 +237,9 @@ func TestReloaderPollingLoop(t *testing.T) {
 		t.Errorf("second Start = %v", err)
 	}
 	writeFile(t, path, limitsV2)
-	waitFor(t, 5*time.Second, func() bool { return threshold(r.Limits(), "get-product") == 5000 })
+	waitFor(t, 5*time.Second, "the new threshold", func() bool { return threshold(r.Limits(), "get-product") == 5000 })
 	writeFile(t, path, limitsBad)
-	waitFor(t, 5*time.Second, func() bool { return strings.Contains(logs.String(), "does not load") })
+	waitFor(t, 5*time.Second, "the rejection logged", func() bool { return strings.Contains(logs.String(), "does not load") })
 	if threshold(r.Limits(), "get-product") != 5000 {
 		t.Error("bad file replaced the limits")
 	}

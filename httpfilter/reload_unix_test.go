@@ -25,7 +25,7 @@ func TestReloaderSIGHUP(t *testing.T) {
 	if err := syscall.Kill(syscall.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() bool { return threshold(r.Limits(), "get-product") == 5000 })
+	waitFor(t, 5*time.Second, "the reload on SIGHUP", func() bool { return threshold(r.Limits(), "get-product") == 5000 })
 	cancel()
 	select {
 	case <-r.Done():

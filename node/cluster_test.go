@@ -3,13 +3,13 @@ package node
 import (
 	"context"
 	"fmt"
+	"github.com/peerlimit/peerlimit/internal/testutil"
 	"io"
 	"log"
 	"math/rand/v2"
 	"net"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,22 +18,7 @@ import (
 	"github.com/peerlimit/peerlimit/internal/faultnet"
 )
 
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	deadline := start.Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		pollPause()
-	}
-	return time.Since(start)
-}
-
-// pollPause waits a little between polls of a condition; the wait is
-// not what synchronises anything.
-func pollPause() { <-time.After(5 * time.Millisecond) }
+var waitFor = testutil.WaitFor
 
 type testCluster struct {
 	t     testing.TB
@@ -491,8 +476,6 @@ func TestClusterWaitPacesCaller(t *testing.T) {
 		t.Error("Wait on a zero limit returned nil")
 	}
 }
-
-var _ = sync.Mutex{}
 
 // TestClusterJoinerGetsBudgetAfterFirstSync: a node that joins a running
 // cluster holds no budget in the window already running; its first request

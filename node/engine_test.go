@@ -72,6 +72,15 @@ func (c *cluster) partition(a, b []string) {
 	}
 }
 
+// currentGlobal reads an engine's cached global total for the window the
+// limit(...) series is in.
+func currentGlobal(e *Engine) int64 {
+	en := e.Table().Get("org1", "/p/*", "GET", 10*time.Second)
+	en.Lock()
+	defer en.Unlock()
+	return en.Current().Global
+}
+
 func limit(threshold int64) []counters.Limit {
 	return []counters.Limit{{Tenant: "org1", Endpoint: "/p/*", Method: "GET", Period: 10 * time.Second, Threshold: threshold}}
 }
@@ -88,10 +97,7 @@ func TestEngineConvergesToGlobalTotal(t *testing.T) {
 	}
 	c.sync(now) // the second round brings the final total to everyone
 	for _, name := range c.names {
-		e := c.engines[name].Table().Get("org1", "/p/*", "GET", 10*time.Second)
-		e.Lock()
-		g := e.Current().Global
-		e.Unlock()
+		g := currentGlobal(c.engines[name])
 		if g != 30 {
 			t.Errorf("%s: global = %d, want 30", name, g)
 		}
@@ -158,10 +164,7 @@ func TestEngineOwnerChangeLosesNoCount(t *testing.T) {
 	c.sync(now)
 	c.sync(now)
 	for _, n := range survivors {
-		e := c.engines[n].Table().Get("org1", "/p/*", "GET", 10*time.Second)
-		e.Lock()
-		g := e.Current().Global
-		e.Unlock()
+		g := currentGlobal(c.engines[n])
 		// The new owner has never heard from the crashed one, but the
 		// survivors knew the old total (30, the crashed owner's own 10
 		// included) and report it: nothing reported before the crash is lost.
@@ -208,10 +211,7 @@ func TestEngineHandoffOnLeave(t *testing.T) {
 	c.sync(now)
 	c.sync(now)
 	for _, n := range rest {
-		e := c.engines[n].Table().Get("org1", "/p/*", "GET", 10*time.Second)
-		e.Lock()
-		g := e.Current().Global
-		e.Unlock()
+		g := currentGlobal(c.engines[n])
 		if g != 37 {
 			t.Errorf("%s: global after a graceful leave = %d, want all 37", n, g)
 		}

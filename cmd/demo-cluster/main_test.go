@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/peerlimit/peerlimit/internal/testutil"
 	"io"
 	"net/http"
 	"os"
@@ -14,7 +15,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -57,34 +57,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// waitFor polls cond until it holds or timeout passes.
+type syncBuffer = testutil.SyncBuffer
+
+// waitFor polls every 50 ms: the conditions read other processes' state.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond) // poll interval, not synchronisation
-	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	testutil.WaitForEvery(t, timeout, 50*time.Millisecond, what, cond)
 }
 
 // run is one demo process.

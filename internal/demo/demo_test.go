@@ -2,6 +2,7 @@ package demo
 
 import (
 	"errors"
+	"github.com/peerlimit/peerlimit/internal/testutil"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -13,17 +14,7 @@ import (
 	"github.com/peerlimit/peerlimit/httpfilter"
 )
 
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval, not synchronisation
-	}
-}
+var waitFor = testutil.WaitFor
 
 func TestHistogramBuckets(t *testing.T) {
 	// Bounds are contiguous and every value lands in the bucket whose

@@ -3,6 +3,7 @@ package faultnet
 import (
 	"context"
 	"errors"
+	"github.com/peerlimit/peerlimit/internal/testutil"
 	"io"
 	"log"
 	"net"
@@ -14,17 +15,7 @@ import (
 	"github.com/hashicorp/memberlist"
 )
 
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond) // poll interval, not synchronisation
-	}
-}
+var waitFor = testutil.WaitFor
 
 func TestTableTimeline(t *testing.T) {
 	tb := New()
