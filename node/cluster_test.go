@@ -32,6 +32,8 @@ type clusterOpts struct {
 	sync   time.Duration
 	faults bool
 	clock  func() time.Time
+	// configure, if set, adjusts each node's Config last, before New.
+	configure func(*Config)
 }
 
 func startCluster(t testing.TB, n int, o clusterOpts) *testCluster {
@@ -77,6 +79,9 @@ func (c *testCluster) add(name string, o clusterOpts) *Node {
 	}
 	for _, n := range c.nodes { // every earlier node is a seed: some may be dead
 		cfg.Gossip.Seeds = append(cfg.Gossip.Seeds, n.GossipAddr())
+	}
+	if o.configure != nil {
+		o.configure(&cfg)
 	}
 	nd, err := New(cfg)
 	if err != nil {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -62,6 +63,15 @@ func (c *cluster) sync(now time.Time) (calls int) {
 		}
 	}
 	return calls
+}
+
+// remove takes a member out at now, as a crash or a leave would: its engine
+// and state are gone, and the others' views drop it. It returns the rest.
+func (c *cluster) remove(now time.Time, name string) []string {
+	delete(c.engines, name)
+	c.names = slices.DeleteFunc(slices.Clone(c.names), func(n string) bool { return n == name })
+	c.setMembers(now, c.names...)
+	return c.names
 }
 
 func (c *cluster) partition(a, b []string) {
@@ -151,16 +161,8 @@ func TestEngineOwnerChangeLosesNoCount(t *testing.T) {
 	owner, _ := c.engines["n0"].Ring().Owner(limit(1)[0].Hash())
 	// The owner crashes; the survivors' ring moves the key to a new owner
 	// that has never seen it. Nobody takes a request meanwhile.
-	var survivors []string
-	for _, n := range c.names {
-		if n != owner {
-			survivors = append(survivors, n)
-		}
-	}
-	delete(c.engines, owner)
-	c.names = survivors
 	now = now.Add(time.Second)
-	c.setMembers(now, survivors...)
+	survivors := c.remove(now, owner)
 	c.sync(now)
 	c.sync(now)
 	for _, n := range survivors {
@@ -199,15 +201,7 @@ func TestEngineHandoffOnLeave(t *testing.T) {
 		}
 		c.engines[leaver].Apply(now, b, resp)
 	}
-	var rest []string
-	for _, n := range c.names {
-		if n != leaver {
-			rest = append(rest, n)
-		}
-	}
-	delete(c.engines, leaver)
-	c.names = rest
-	c.setMembers(now, rest...)
+	rest := c.remove(now, leaver)
 	c.sync(now)
 	c.sync(now)
 	for _, n := range rest {
@@ -379,9 +373,7 @@ func TestEngineGracefulLeaveReleasesReserve(t *testing.T) {
 				c.engines["n2"].Apply(at, b, resp)
 			}
 		}
-		delete(c.engines, "n2")
-		c.names = []string{"n0", "n1"}
-		c.setMembers(at, "n0", "n1")
+		c.remove(at, "n2")
 		got := runWindow(c, t0.Add(20*time.Second), threshold, 2*threshold/10.0, []float64{0.5, 0.5}, 100*time.Millisecond)
 		t.Logf("graceful=%v: the window after the leave admitted %d of %d", graceful, got, threshold)
 		if graceful && got < threshold*95/100 {
@@ -417,16 +409,8 @@ func TestEngineRestartWithinWindowKeepsCounts(t *testing.T) {
 		total := runSpan(c, start, 3*time.Second, threshold, even)
 		// Crash: the engine and all its state are gone.
 		crashAt := start.Add(3 * time.Second)
-		var rest []string
-		for _, n := range c.names {
-			if n != name {
-				rest = append(rest, n)
-			}
-		}
-		saved := c.names
-		delete(c.engines, name)
-		c.names = rest
-		c.setMembers(crashAt, rest...)
+		saved := slices.Clone(c.names)
+		c.remove(crashAt, name)
 		total += runSpan(c, crashAt, 2*time.Second, threshold, []float64{0.5, 0.5})
 		// Restart with a new incarnation.
 		restartAt := crashAt.Add(2 * time.Second)

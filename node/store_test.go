@@ -66,29 +66,11 @@ func startStoreCluster(t testing.TB, srv *redistest.Server, n int, o storeOpts) 
 		// node's final flush still has its store.
 		t.Cleanup(func() { st.Close() })
 
-		cfg := LocalConfig(fmt.Sprintf("n%d", i))
-		cfg.Policy = o.policy
-		cfg.SyncInterval = o.sync
-		cfg.CallTimeout = storeTimeout
-		cfg.Clock = o.clock
-		cfg.Store = st
-		cfg.FailClosed = o.failClosed
-		for _, prev := range c.nodes {
-			cfg.Gossip.Seeds = append(cfg.Gossip.Seeds, prev.GossipAddr())
-		}
-		nd, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := nd.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			nd.Close(ctx)
-		})
-		c.nodes = append(c.nodes, nd)
+		c.add(fmt.Sprintf("n%d", i), clusterOpts{policy: o.policy, sync: o.sync, configure: func(cfg *Config) {
+			cfg.CallTimeout = storeTimeout
+			cfg.Store = st
+			cfg.FailClosed = o.failClosed
+		}})
 	}
 	c.waitMembers(10*time.Second, c.nodes...)
 	return c

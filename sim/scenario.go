@@ -243,23 +243,11 @@ func (p *parser) directive(f []string) error {
 		}
 		sc.Instances = n
 	case "sync":
-		d, err := oneDur(args)
-		if err != nil || d <= 0 {
-			return fmt.Errorf("want a positive duration")
-		}
-		sc.Sync = d
+		return setDur(&sc.Sync, args, true)
 	case "duration":
-		d, err := oneDur(args)
-		if err != nil || d <= 0 {
-			return fmt.Errorf("want a positive duration")
-		}
-		sc.Duration = d
+		return setDur(&sc.Duration, args, true)
 	case "warmup":
-		d, err := oneDur(args)
-		if err != nil || d < 0 {
-			return fmt.Errorf("want a duration >= 0")
-		}
-		sc.Warmup = d
+		return setDur(&sc.Warmup, args, false)
 	case "network":
 		return p.network(args)
 	case "detect":
@@ -280,11 +268,7 @@ func (p *parser) directive(f []string) error {
 			sc.DetectJitter = j
 		}
 	case "notify":
-		d, err := oneDur(args)
-		if err != nil || d < 0 {
-			return fmt.Errorf("want a duration >= 0")
-		}
-		sc.Notify = d
+		return setDur(&sc.Notify, args, false)
 	case "skew":
 		if len(args) != 2 {
 			return fmt.Errorf("want NAME OFFSET or random MAX")
@@ -821,6 +805,20 @@ func oneInt(args []string) (int, error) {
 		return 0, fmt.Errorf("want one value")
 	}
 	return strconv.Atoi(args[0])
+}
+
+// setDur sets *dst from a directive's single duration argument, which must
+// be positive, or just not negative.
+func setDur(dst *time.Duration, args []string, positive bool) error {
+	d, err := oneDur(args)
+	switch {
+	case positive && (err != nil || d <= 0):
+		return fmt.Errorf("want a positive duration")
+	case err != nil || d < 0:
+		return fmt.Errorf("want a duration >= 0")
+	}
+	*dst = d
+	return nil
 }
 
 func oneDur(args []string) (time.Duration, error) {
