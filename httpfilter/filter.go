@@ -621,12 +621,15 @@ const (
 )
 
 // hdrBlock holds the header values of one response: the strings and the
-// bytes of the numbers they are made of, in one allocation. Each header
-// gets a one-element slice of v; the number strings point into buf, which
-// is written once, before any string is made from it, and never again.
+// bytes they are made of, in one small allocation (160 bytes: its size
+// matters, since on a busy server the memory it gets is not in cache). Each
+// header gets a one-element slice of v. The numbers live in the RateLimit
+// string, `"name";r=REMAINING;t=RESET`, and X-Ratelimit-Remaining and
+// X-Ratelimit-Reset are substrings of it. buf is written once, before any
+// string is made from it, and never again.
 type hdrBlock struct {
 	v   [numValues]string
-	buf [160]byte // remaining, reset, RateLimit, Retry-After; ids are <= 64 bytes
+	buf [48]byte // enough for ids of up to about 30 bytes; longer ones spill
 }
 
 // values formats the rate-limit values of an allowed or denied outcome.
@@ -649,27 +652,31 @@ func (o *outcome) values(buf []byte) *hdrBlock {
 		retry = max(ceilSeconds(d.RetryAfter), 1)
 		t = min(t, retry)
 	}
-	b := blk.buf[:0]
+	b := append(blk.buf[:0], ts.rlPrefix[i]...)
+	r0 := len(b)
 	b = strconv.AppendInt(b, remaining, 10)
-	e1 := len(b)
-	b = strconv.AppendInt(b, reset, 10)
-	e2 := len(b)
-	b = append(b, ts.rlPrefix[i]...)
-	b = append(b, b[:e1]...) // remaining again
+	r1 := len(b)
 	b = append(b, ";t="...)
+	t0 := len(b)
 	b = strconv.AppendInt(b, t, 10)
-	e3 := len(b)
+	t1 := len(b)
+	x0, x1 := t0, t1 // X-Ratelimit-Reset: t, unless a denial cut t short
+	if t != reset {
+		b = strconv.AppendInt(b, reset, 10)
+		x0, x1 = t1, len(b)
+	}
+	a0 := len(b)
 	if o.kind == outDenied {
 		b = strconv.AppendInt(b, retry, 10)
 	}
 	// b is blk.buf (or, had it not fitted, a fresh array): either way it
 	// is not written again, so strings may share its bytes.
 	str := unsafe.String(unsafe.SliceData(b), len(b))
+	v[vRateLimit] = str[:t1]
+	v[vRemaining] = str[r0:r1]
+	v[vReset] = str[x0:x1]
+	v[vRetryAfter] = str[a0:]
 	v[vLimit] = ts.limitStr[i]
-	v[vRemaining] = str[:e1]
-	v[vReset] = str[e1:e2]
-	v[vRateLimit] = str[e2:e3]
-	v[vRetryAfter] = str[e3:]
 	if len(o.sets) == 1 {
 		v[vPolicy] = o.sets[0].ts.policy
 	} else {

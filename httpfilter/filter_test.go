@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -875,5 +876,43 @@ slas:
 	wg.Wait()
 	if codes[200] != 40 || codes[429] != 40 || e.handlerHits() != 40 {
 		t.Fatalf("codes %v hits %d, want 40 admitted and 40 refused", codes, e.handlerHits())
+	}
+}
+
+// TestHeaderValuesShareDigits checks the header values cut from one
+// RateLimit string: a denial whose Retry-After is before the window's end
+// reports t = Retry-After in RateLimit and the window's end in
+// X-Ratelimit-Reset; an id too long for the block's buffer spills intact.
+func TestHeaderValuesShareDigits(t *testing.T) {
+	long := strings.Repeat("a-very-long-sla-id-", 3)
+	for _, tc := range []struct {
+		name, id string
+		kind     outcomeKind
+		d        counters.Decision
+		want     [numValues - 1]string // every value but the content type
+	}{
+		{"allowed", "get-product", outAllowed,
+			counters.Decision{Allowed: true, Limit: 200, Remaining: 57, Reset: 1500 * time.Millisecond},
+			[numValues - 1]string{"200", "57", "2", "P", `"get-product";r=57;t=2`, ""}},
+		{"denied, retry before the reset", "get-product", outDenied,
+			counters.Decision{Limit: 200, Reset: 9 * time.Second, RetryAfter: 2100 * time.Millisecond},
+			[numValues - 1]string{"200", "0", "9", "P", `"get-product";r=0;t=3`, "3"}},
+		{"denied at the reset", "get-product", outDenied,
+			counters.Decision{Limit: 200, Reset: 900 * time.Millisecond, RetryAfter: 900 * time.Millisecond},
+			[numValues - 1]string{"200", "0", "1", "P", `"get-product";r=0;t=1`, "1"}},
+		{"long id", long, outAllowed,
+			counters.Decision{Allowed: true, Limit: 1000000000, Remaining: 999999999, Reset: 10 * time.Second},
+			[numValues - 1]string{"1000000000", "999999999", "10", "P", `"` + long + `";r=999999999;t=10`, ""}},
+	} {
+		ts := &tierSet{limitStr: []string{"200"}, rlPrefix: []string{`"` + tc.id + `";r=`}, policy: "P"}
+		if tc.d.Limit != 200 {
+			ts.limitStr[0] = strconv.FormatInt(tc.d.Limit, 10)
+		}
+		o := outcome{kind: tc.kind, d: tc.d, ref: tierRef{ts: ts}, sets: []slaRef{{ts: ts}}}
+		var scratch [64]byte
+		got := o.values(scratch[:])
+		if [numValues - 1]string(got.v[:numValues-1]) != tc.want {
+			t.Errorf("%s: values %q, want %q", tc.name, got.v[:numValues-1], tc.want)
+		}
 	}
 }
