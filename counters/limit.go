@@ -2,6 +2,7 @@ package counters
 
 import (
 	"errors"
+	"math"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -14,8 +15,8 @@ const MaxLimits = 32
 // Sentinel errors returned by Take.
 var (
 	ErrTooManyLimits = errors.New("counters: more than MaxLimits limits in one request")
-	ErrBadCost       = errors.New("counters: cost must be >= 0")
-	ErrBadLimit      = errors.New("counters: limit has a period <= 0 or a threshold < 0")
+	ErrBadCost       = errors.New("counters: cost must be >= 0, and cost times a limit's weight must fit in an int64")
+	ErrBadLimit      = errors.New("counters: limit has a period <= 0, a threshold < 0 or a weight < 0")
 )
 
 // Limit is one tier of one SLA applied to one tenant: at most Threshold units
@@ -25,6 +26,11 @@ var (
 //
 // Endpoint is the endpoint *pattern* (or SLA id), never the concrete path,
 // so that /product/1 and /product/2 share a counter.
+//
+// Weight multiplies the cost of a Take for this limit alone: a request of
+// cost c charges c×Weight to it (0 counts as 1). One Take can so charge
+// the tiers of several SLAs different amounts, all or none: an export that
+// costs 10 units of its own SLA and 1 request of a per-tenant SLA.
 type Limit struct {
 	Tenant    string
 	Endpoint  string
@@ -32,8 +38,29 @@ type Limit struct {
 	Period    time.Duration
 	Threshold int64
 	Algorithm Algorithm
+	Weight    int64
 
 	scope uint64 // cached by Prepare; 0 = compute per call
+}
+
+// weighted returns cost times l's weight. Take has checked that it fits.
+func (l *Limit) weighted(cost int64) int64 {
+	if l.Weight > 1 {
+		return cost * l.Weight
+	}
+	return cost
+}
+
+// checkWeight reports whether l's weight is valid and cost times it fits
+// in an int64.
+func (l *Limit) checkWeight(cost int64) error {
+	switch {
+	case l.Weight < 0:
+		return ErrBadLimit
+	case l.Weight > 1 && cost > math.MaxInt64/l.Weight:
+		return ErrBadCost
+	}
+	return nil
 }
 
 // Key identifies one window of one counter series. It is what instances

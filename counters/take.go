@@ -33,7 +33,8 @@ type Decision struct {
 // Take decides one request of the given cost against all its limits at once
 // and, if every limit admits it, charges every one of them. A request that any
 // limit denies charges none: tiers are charged together or not at all. The
-// cost offered is recorded as demand in every series either way.
+// cost offered is recorded as demand in every series either way. A limit
+// with a Weight is charged (and checked against) cost times its weight.
 //
 // Concurrent Takes never lose or double a count: the series involved are
 // locked together, in a fixed order, for the check and the charge. Two limits
@@ -55,6 +56,9 @@ func (t *Table) Take(now time.Time, limits []Limit, cost int64) (Decision, error
 	for i := range limits {
 		if limits[i].Period <= 0 || limits[i].Threshold < 0 {
 			return Decision{Tier: -1}, ErrBadLimit
+		}
+		if err := limits[i].checkWeight(cost); err != nil {
+			return Decision{Tier: -1}, err
 		}
 	}
 	nowNs := now.UnixNano()
@@ -94,7 +98,7 @@ func (t *Table) Take(now time.Time, limits []Limit, cost int64) (Decision, error
 	share := t.share.Load()
 	d := Decision{Allowed: true, Tier: -1}
 	for i := range limits {
-		ok, di := t.check(nowNs, &limits[i], ents[i], cost, share)
+		ok, di := t.check(nowNs, &limits[i], ents[i], limits[i].weighted(cost), share)
 		switch {
 		case !ok:
 			// The denying tier with the longest wait describes the
@@ -113,7 +117,13 @@ func (t *Table) Take(now time.Time, limits []Limit, cost int64) (Decision, error
 		if j > 0 && e == ents[order[j-1]] {
 			continue
 		}
-		e.charge(nowNs, cost, d.Allowed)
+		// Limits naming one series are charged once, the largest of
+		// their weighted costs.
+		c := limits[order[j]].weighted(cost)
+		for k := j + 1; k < n && ents[order[k]] == e; k++ {
+			c = max(c, limits[order[k]].weighted(cost))
+		}
+		e.charge(nowNs, c, d.Allowed)
 	}
 	unlockAll(&ents, &order, n)
 	return d, nil
@@ -122,6 +132,7 @@ func (t *Table) Take(now time.Time, limits []Limit, cost int64) (Decision, error
 // takeOne is Take for a single limit, without the ordering machinery.
 func (t *Table) takeOne(nowNs int64, l *Limit, cost int64) Decision {
 	h := l.Hash()
+	cost = l.weighted(cost)
 	for {
 		e := t.lookup(l, h, nowNs)
 		e.mu.Lock()

@@ -2,6 +2,7 @@ package counters
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -119,6 +120,8 @@ func TestTakeRejectsBadInput(t *testing.T) {
 		{"negative cost", []Limit{ok}, -1, ErrBadCost},
 		{"zero period", []Limit{{Tenant: "a", Threshold: 1}}, 1, ErrBadLimit},
 		{"negative threshold", []Limit{{Tenant: "a", Period: time.Second, Threshold: -1}}, 1, ErrBadLimit},
+		{"negative weight", []Limit{ok, {Tenant: "b", Period: time.Second, Threshold: 1, Weight: -1}}, 1, ErrBadLimit},
+		{"weighted cost overflows", []Limit{{Tenant: "a", Period: time.Second, Threshold: 1, Weight: 4}}, math.MaxInt64 / 3, ErrBadCost},
 		{"too many", make([]Limit, MaxLimits+1), 1, ErrTooManyLimits},
 	} {
 		if _, err := tb.Take(base, tc.limits, tc.cost); err != tc.want {
@@ -143,6 +146,44 @@ func TestDuplicateSeriesChargedOnce(t *testing.T) {
 	}
 	if tb.Allow(base, l, l) {
 		t.Fatal("fifth request admitted")
+	}
+}
+
+// TestWeightsChargeEachLimitItsOwnCost: one Take, limits of different
+// weights, charged cost×weight each, together or not at all.
+func TestWeightsChargeEachLimitItsOwnCost(t *testing.T) {
+	tb := newTable(t, Optimistic{})
+	export := Limit{Tenant: "a", Endpoint: "export", Method: "POST", Period: 10 * time.Second, Threshold: 9, Weight: 3}
+	perTenant := Limit{Tenant: "a", Endpoint: "all", Method: "*", Period: 10 * time.Second, Threshold: 10}
+	limits := []Limit{perTenant, export}
+	runTimeline(t, tb, limits, []step{
+		{at: 0, cost: 1, allowed: true, remaining: 6, reset: 10 * time.Second, tier: 1},
+		{at: time.Second, cost: 2, allowed: true, remaining: 0, reset: 9 * time.Second, tier: 1},
+		// export has nothing left for 3: denied, perTenant not charged.
+		{at: 2 * time.Second, cost: 1, allowed: false, reset: 8 * time.Second, retry: 8 * time.Second, tier: 1},
+	})
+	if e := tb.Get("a", "all", "*", 10*time.Second); e.cur.Own != 3 || e.cur.Demand != 4 {
+		t.Errorf("per-tenant own=%d demand=%d, want 3 (1+2) and 4", e.cur.Own, e.cur.Demand)
+	}
+	if e := tb.Get("a", "export", "POST", 10*time.Second); e.cur.Own != 9 || e.cur.Demand != 12 {
+		t.Errorf("export own=%d demand=%d, want 9 (3+6) and 12", e.cur.Own, e.cur.Demand)
+	}
+	// A single weighted limit takes the one-limit path.
+	one := Limit{Tenant: "b", Endpoint: "export", Method: "POST", Period: 10 * time.Second, Threshold: 10, Weight: 4}
+	for i, want := range []bool{true, true, false} {
+		if d, err := tb.Take(base, []Limit{one}, 1); err != nil || d.Allowed != want {
+			t.Fatalf("single weighted take %d: %+v, %v; want allowed=%v", i, d, err, want)
+		}
+	}
+	// Two limits naming one series are charged once, at the larger weight.
+	dup := Limit{Tenant: "c", Endpoint: "/p", Method: "GET", Period: time.Second, Threshold: 10}
+	heavy := dup
+	heavy.Weight = 4
+	if _, err := tb.Take(base, []Limit{dup, heavy}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if e := tb.Get("c", "/p", "GET", time.Second); e.cur.Own != 4 {
+		t.Errorf("duplicate series own=%d, want 4", e.cur.Own)
 	}
 }
 

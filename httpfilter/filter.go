@@ -143,8 +143,9 @@ func WithFailClosed(closed bool) FilterOption {
 // so the tiers of all of them are charged together or not at all. A
 // request matching nothing passes untouched, without headers.
 //
-// Cost: a Take has one cost, so when several SLAs with different costs
-// match, the request is charged the largest of their costs on every tier.
+// Cost: each SLA's tiers are charged that SLA's cost (the limits carry it
+// as their Weight), all in the same Take, so a request matching an SLA of
+// cost 10 and one of cost 1 charges 10 to the first and 1 to the second.
 //
 // Shadow SLAs are counted in a second Take of their own (their own
 // counters, so they never change what the enforcing SLAs decide), made only
@@ -373,7 +374,7 @@ func newTierSet(s *SLA, tiers []Tier) *tierSet {
 	}
 	var policy []byte
 	for i, t := range tiers {
-		ts.limits[i] = counters.Limit{Endpoint: s.Endpoint, Method: s.KeyMethod, Period: t.Period, Threshold: t.Threshold, Algorithm: t.Algorithm}.Prepare()
+		ts.limits[i] = counters.Limit{Endpoint: s.Endpoint, Method: s.KeyMethod, Period: t.Period, Threshold: t.Threshold, Algorithm: t.Algorithm, Weight: s.Cost}.Prepare()
 		name := s.ID
 		if i > 0 {
 			name += "-" + periodName(t.Period)
@@ -478,7 +479,6 @@ type outcome struct {
 // ms[i]). See Filter for the rules.
 func (f *Filter) decide(ctx context.Context, c *compiled, ms []Match, tenants []tenantResult, s *scratch) outcome {
 	n, m := 0, 0
-	var cost, scost int64
 	esets, ssets := s.esets[:0], s.ssets[:0]
 	for i := range ms {
 		cs := c.slas[ms[i].SLA.index]
@@ -509,7 +509,6 @@ func (f *Filter) decide(ctx context.Context, c *compiled, ms []Match, tenants []
 				s.srefs[m] = tierRef{cs, ts, j}
 				m++
 			}
-			scost = max(scost, cs.sla.Cost)
 			ssets = append(ssets, slaRef{cs, ts})
 			continue
 		}
@@ -522,7 +521,6 @@ func (f *Filter) decide(ctx context.Context, c *compiled, ms []Match, tenants []
 			s.refs[n] = tierRef{cs, ts, j}
 			n++
 		}
-		cost = max(cost, cs.sla.Cost)
 		esets = append(esets, slaRef{cs, ts})
 	}
 	if n == 0 && m == 0 {
@@ -530,7 +528,7 @@ func (f *Filter) decide(ctx context.Context, c *compiled, ms []Match, tenants []
 	}
 	o := outcome{kind: outPass}
 	if n > 0 {
-		d, err := f.take(ctx, s.limits[:n], cost)
+		d, err := f.take(ctx, s.limits[:n], 1) // each limit's Weight is its SLA's cost
 		if err != nil {
 			return f.fail(ctx, esets, nil, err)
 		}
@@ -550,7 +548,7 @@ func (f *Filter) decide(ctx context.Context, c *compiled, ms []Match, tenants []
 		o = outcome{kind: outAllowed, d: d, ref: s.refs[d.Tier], sets: esets}
 	}
 	if m > 0 {
-		d, err := f.take(ctx, s.shadow[:m], scost)
+		d, err := f.take(ctx, s.shadow[:m], 1)
 		if err != nil {
 			f.fail(ctx, nil, ssets, err) // a shadow SLA never changes the outcome
 			return o

@@ -454,7 +454,8 @@ slas:
 	}
 }
 
-// TestSeveralSLAsDifferentCosts: the request is charged the largest cost.
+// TestSeveralSLAsDifferentCosts: each SLA's tiers are charged its own cost,
+// in one Take: all of them or none.
 func TestSeveralSLAsDifferentCosts(t *testing.T) {
 	e := newEnv(t, mustParse(t, y(`
 slas:
@@ -466,13 +467,27 @@ slas:
     match: {methods: [POST], pathPattern: "/v1/{t}/export"}
     tiers: [{period: 10, threshold: 9}]
 `)))
-	r := doReq(t, e.srv.Client(), "POST", e.srv.URL+"/v1/acme/export", nil)
+	export := func() resp { return doReq(t, e.srv.Client(), "POST", e.srv.URL+"/v1/acme/export", nil) }
+	r := export()
 	if r.status != 200 || r.h.Get("RateLimit") != `"export";r=6;t=10` {
 		t.Fatalf("%d %q", r.status, r.h.Get("RateLimit"))
 	}
 	r = e.get("/v1/acme/x", nil)
-	if r.h.Get("RateLimit") != `"cheap";r=6;t=10` {
-		t.Errorf("cheap after an export: %q, want r=6 (10-3-1)", r.h.Get("RateLimit"))
+	if r.h.Get("RateLimit") != `"cheap";r=8;t=10` {
+		t.Errorf("cheap after an export: %q, want r=8 (10-1-1: the export costs cheap 1)", r.h.Get("RateLimit"))
+	}
+	// Two more exports spend export's 9; cheap is at 10-1-1-2 = 6.
+	for i := range 2 {
+		if r := export(); r.status != 200 {
+			t.Fatalf("export %d: %d", i+2, r.status)
+		}
+	}
+	// The fourth is denied by export and charges cheap nothing.
+	if r := export(); r.status != http.StatusTooManyRequests || r.h.Get("RateLimit") != `"export";r=0;t=10` {
+		t.Fatalf("fourth export: %d %q", r.status, r.h.Get("RateLimit"))
+	}
+	if r := e.get("/v1/acme/x", nil); r.h.Get("RateLimit") != `"cheap";r=5;t=10` {
+		t.Errorf("cheap after a denied export: %q, want r=5", r.h.Get("RateLimit"))
 	}
 }
 
