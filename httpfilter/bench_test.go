@@ -124,9 +124,6 @@ func TestMiddlewareAllocs(t *testing.T) {
 	}
 }
 
-// pollution is walked before every request of BenchmarkMiddlewareCold.
-var pollution = make([]byte, 1<<20)
-
 // BenchmarkMiddlewareCold is BenchmarkMiddleware as a busy server sees it:
 // before every request the caches are filled with other data (1 MiB, one
 // write per cache line, as a server's network stack and other connections
@@ -135,6 +132,7 @@ var pollution = make([]byte, 1<<20)
 //
 //	go test -run '^$' -bench BenchmarkMiddlewareCold -benchmem -count 10 ./httpfilter/
 func BenchmarkMiddlewareCold(b *testing.B) {
+	pollution := make([]byte, 1<<20)
 	for _, c := range benchCases(b)[:2] {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
