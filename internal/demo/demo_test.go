@@ -401,6 +401,30 @@ func TestEventLog(t *testing.T) {
 	}
 }
 
+// TestLineWriters: the node output writer prefixes every complete line, and
+// neither it nor the event log holds back more than maxLine bytes of a line
+// that never ends.
+func TestLineWriters(t *testing.T) {
+	var out strings.Builder
+	w := &lineWriter{prefix: "n1 | ", w: &out}
+	_, _ = w.Write([]byte("a\nb"))
+	_, _ = w.Write([]byte("c\n"))
+	if out.String() != "n1 | a\nn1 | bc\n" {
+		t.Fatalf("prefixed output %q", out.String())
+	}
+	long := strings.Repeat("x", maxLine+1)
+	out.Reset()
+	_, _ = w.Write([]byte(long))
+	if out.String() != "n1 | "+long+"\n" || len(w.in.buf) != 0 {
+		t.Fatalf("unended line: wrote %d bytes, kept %d", out.Len(), len(w.in.buf))
+	}
+	l := NewEventLog(2, nil)
+	_, _ = l.Write([]byte(long))
+	if got := l.Last(1); len(got) != 1 || got[0].Text != long || len(l.in.buf) != 0 {
+		t.Fatalf("event log kept %d bytes of an unended line, events %d", len(l.in.buf), len(got))
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	ok := DefaultConfig()
 	ok.LimitsData = []byte("x")

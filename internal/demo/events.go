@@ -24,7 +24,7 @@ type EventLog struct {
 	next int
 	full bool
 	tee  io.Writer
-	buf  []byte
+	in   lineBuffer
 }
 
 // NewEventLog keeps the last max events and copies every line to tee
@@ -37,16 +37,33 @@ func NewEventLog(max int, tee io.Writer) *EventLog {
 func (l *EventLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
+	l.in.write(p, l.add)
+	return len(p), nil
+}
+
+// maxLine is the longest line a lineBuffer holds back waiting for its end.
+const maxLine = 64 << 10
+
+// lineBuffer collects written bytes and hands out complete lines, without
+// their newline. A line that grows past maxLine without ending is handed
+// out as it is, so that a writer that never ends a line cannot grow the
+// buffer without bound. The caller serialises writes.
+type lineBuffer struct{ buf []byte }
+
+func (b *lineBuffer) write(p []byte, line func(string)) {
+	b.buf = append(b.buf, p...)
 	for {
-		i := bytes.IndexByte(l.buf, '\n')
+		i := bytes.IndexByte(b.buf, '\n')
 		if i < 0 {
 			break
 		}
-		l.add(string(l.buf[:i]))
-		l.buf = l.buf[i+1:]
+		line(string(b.buf[:i]))
+		b.buf = b.buf[i+1:]
 	}
-	return len(p), nil
+	if len(b.buf) > maxLine {
+		line(string(b.buf))
+		b.buf = b.buf[:0]
+	}
 }
 
 // Add records one event.

@@ -508,24 +508,12 @@ type lineWriter struct {
 	prefix string
 	w      io.Writer
 	mu     sync.Mutex
-	buf    []byte
+	in     lineBuffer
 }
 
 func (l *lineWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	for {
-		i := bytes.IndexByte(l.buf, '\n')
-		if i < 0 {
-			break
-		}
-		_, _ = io.WriteString(l.w, l.prefix+string(l.buf[:i+1]))
-		l.buf = l.buf[i+1:]
-	}
-	if len(l.buf) > 64<<10 { // a line that never ends: flush it
-		_, _ = io.WriteString(l.w, l.prefix+string(l.buf)+"\n")
-		l.buf = l.buf[:0]
-	}
+	l.in.write(p, func(line string) { _, _ = io.WriteString(l.w, l.prefix+line+"\n") })
 	return len(p), nil
 }
