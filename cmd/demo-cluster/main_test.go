@@ -41,9 +41,16 @@ func TestMain(m *testing.M) {
 	if raceEnabled && os.Getenv("DEMO_RACE") == "1" {
 		args = append(args, "-race")
 	}
+	// The go tool: the one on PATH (go test puts its own GOROOT/bin first
+	// there), else, for a test binary run by hand, the one in $GOROOT.
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		goroot := os.Getenv("GOROOT")
+		if goroot == "" {
+			fmt.Fprintln(os.Stderr, "build demo-cluster: no go tool on PATH and GOROOT is not set")
+			os.Exit(1)
+		}
+		goTool = filepath.Join(goroot, "bin", "go")
 	}
 	build := exec.Command(goTool, append(args, ".")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
