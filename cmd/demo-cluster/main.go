@@ -63,7 +63,7 @@ func parentMain(args []string) int {
 		fs.PrintDefaults()
 	}
 	fs.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "number of node processes")
-	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "total load, requests per second, spread round-robin over the nodes")
+	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, fmt.Sprintf("total load, requests per second (at most %d), spread round-robin over the nodes", demo.MaxRate))
 	fs.IntVar(&cfg.Tenants, "tenants", cfg.Tenants, "number of tenants (one in five is pushed to 2-3x its limits)")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "how long the load runs (0: until Ctrl-C)")
 	fs.DurationVar(&cfg.SyncInterval, "sync", cfg.SyncInterval, "sync interval of every node")

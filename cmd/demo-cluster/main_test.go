@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"github.com/peerlimit/peerlimit/internal/testutil"
@@ -450,10 +451,21 @@ func TestBadFlags(t *testing.T) {
 		{"-http", "0.0.0.0:8080"},
 		{"-faults", "5s explode n1"},
 		{"-config", "/does/not/exist.yaml"},
+		{"-rate", "1e12"},
 		{"extra"},
 	} {
-		cmd := exec.Command(demoBin, args...)
+		// Each is refused before any node starts; the deadline only
+		// keeps a regression from hanging the test.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cmd := exec.CommandContext(ctx, demoBin, args...)
+		cmd.WaitDelay = 5 * time.Second // node processes may hold the output pipe
 		out, err := cmd.CombinedOutput()
+		late := ctx.Err() != nil
+		cancel()
+		if late {
+			t.Errorf("%v: still running after a minute, want an error at once", args)
+			continue
+		}
 		if err == nil {
 			t.Errorf("%v: exit 0, want an error", args)
 			continue

@@ -431,24 +431,35 @@ func TestConfigValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	for name, mod := range map[string]func(*Config){
-		"-nodes":     func(c *Config) { c.Nodes = 0 },
-		"-rate":      func(c *Config) { c.Rate = -1 },
-		"-tenants":   func(c *Config) { c.Tenants = 0 },
-		"-duration":  func(c *Config) { c.Duration = -time.Second },
-		"-sync":      func(c *Config) { c.SyncInterval = 0 },
-		"-report":    func(c *Config) { c.Report = "xml" },
-		"-policy":    func(c *Config) { c.Policy = "fastest" },
-		"-http":      func(c *Config) { c.Dashboard = "0.0.0.0:8080" },
-		"-log-level": func(c *Config) { c.LogLevel = "loud" },
-		"-config":    func(c *Config) { c.LimitsData = nil },
+	for _, tt := range []struct {
+		name string
+		mod  func(*Config)
+	}{
+		{"-nodes", func(c *Config) { c.Nodes = 0 }},
+		{"-rate", func(c *Config) { c.Rate = -1 }},
+		{"-rate", func(c *Config) { c.Rate = math.NaN() }},
+		{"-rate", func(c *Config) { c.Rate = 1e12 }},
+		{"-rate", func(c *Config) { c.Rate = MaxRate + 1 }},
+		{"-tenants", func(c *Config) { c.Tenants = 0 }},
+		{"-duration", func(c *Config) { c.Duration = -time.Second }},
+		{"-sync", func(c *Config) { c.SyncInterval = 0 }},
+		{"-report", func(c *Config) { c.Report = "xml" }},
+		{"-policy", func(c *Config) { c.Policy = "fastest" }},
+		{"-http", func(c *Config) { c.Dashboard = "0.0.0.0:8080" }},
+		{"-log-level", func(c *Config) { c.LogLevel = "loud" }},
+		{"-config", func(c *Config) { c.LimitsData = nil }},
 	} {
 		c := ok
-		mod(&c)
+		tt.mod(&c)
 		err := c.Validate()
-		if err == nil || !strings.Contains(err.Error(), name) {
-			t.Errorf("%s: err %v, want one naming the flag", name, err)
+		if err == nil || !strings.Contains(err.Error(), tt.name) {
+			t.Errorf("%s: err %v, want one naming the flag", tt.name, err)
 		}
+	}
+	c := ok
+	c.Rate = MaxRate
+	if err := c.Validate(); err != nil {
+		t.Errorf("-rate %d (MaxRate): %v", MaxRate, err)
 	}
 }
 

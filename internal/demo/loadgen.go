@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -52,6 +53,8 @@ func (c LoadConfig) Validate() error {
 	switch {
 	case c.Workload == nil:
 		return errors.New("demo: LoadConfig.Workload: required")
+	case !(c.Workload.Rate > 0) || math.IsInf(c.Workload.Rate, 1):
+		return fmt.Errorf("demo: LoadConfig.Workload.Rate: must be finite and > 0, got %v", c.Workload.Rate)
 	case len(c.Targets) == 0:
 		return errors.New("demo: LoadConfig.Targets: required")
 	case c.Truth == nil:
@@ -79,7 +82,12 @@ func (c LoadConfig) Validate() error {
 // that are up, from keep-alive HTTP clients, and records every outcome in
 // the Truth. Open loop: requests are released on schedule whatever the
 // latency; when every worker is busy a due request is dropped (counted,
-// never sent).
+// never sent). One pass of the dispatcher releases at most twice Workers
+// requests (more could not find a free worker anyway); when more are due
+// (a rate no worker pool can carry, or a process paused for a while) the
+// rest are dropped at once and the schedule restarts from that pass, so
+// that a pass stays short and cancellation is seen within a Tick whatever
+// the rate.
 //
 // Create it with NewGenerator; the zero value is not usable. Run may be
 // called once; the other methods are safe for concurrent use.
@@ -88,8 +96,8 @@ type Generator struct {
 	client *http.Client
 
 	sent     atomic.Int64
-	dropped  atomic.Int64 // due but every worker busy
-	noTarget atomic.Int64 // due but no node up
+	dropped  atomic.Int64 // due but every worker busy; written by dispatch only
+	noTarget atomic.Int64 // due but no node up; written by dispatch only
 	started  atomic.Int64 // unix ns, 0 until Run starts sending
 	stopped  atomic.Int64 // unix ns, 0 until Run stops sending
 }
@@ -179,7 +187,29 @@ func (g *Generator) dispatch(ctx context.Context, start, end time.Time, jobs cha
 	rate := g.cfg.Workload.Rate
 	n := len(g.cfg.Targets)
 	rr := 0
-	var due int64
+	release := func() {
+		node := -1
+		for k := range n {
+			if i := (rr + k) % n; g.cfg.Up(i) {
+				node, rr = i, i+1
+				break
+			}
+		}
+		if node < 0 {
+			g.noTarget.Add(1)
+			return
+		}
+		j := job{stream: g.cfg.Workload.Pick(rng), node: node, id: 1 + rng.IntN(100)}
+		select {
+		case jobs <- j:
+		default:
+			g.dropped.Add(1)
+		}
+	}
+	// batch is the most one pass releases: Workers can take a job each
+	// and the channel holds Workers more; the rest would be dropped.
+	batch := 2 * float64(g.cfg.Workers)
+	base, done := start, int64(0) // requests released (or dropped) since base
 	t := time.NewTicker(g.cfg.Tick)
 	defer t.Stop()
 	for {
@@ -187,25 +217,27 @@ func (g *Generator) dispatch(ctx context.Context, start, end time.Time, jobs cha
 		if !end.IsZero() && !now.Before(end) {
 			now = end
 		}
-		target := int64(now.Sub(start).Seconds() * rate)
-		for ; due < target; due++ {
-			node := -1
-			for k := range n {
-				if i := (rr + k) % n; g.cfg.Up(i) {
-					node, rr = i, i+1
-					break
-				}
+		// Whole requests due and not yet released or dropped: exact
+		// while done is below 2^50 (an integer subtracted from a larger
+		// float).
+		due := max(math.Floor(now.Sub(base).Seconds()*rate-float64(done)), 0)
+		k := min(due, batch)
+		for range int64(k) {
+			release()
+		}
+		if skip := due - k; skip > 0 { // too far behind to catch up
+			c := &g.dropped
+			if !g.anyUp() {
+				c = &g.noTarget
 			}
-			if node < 0 {
-				g.noTarget.Add(1)
-				continue
-			}
-			j := job{stream: g.cfg.Workload.Pick(rng), node: node, id: 1 + rng.IntN(100)}
-			select {
-			case jobs <- j:
-			default:
-				g.dropped.Add(1)
-			}
+			addSaturating(c, skip)
+		}
+		if due < 1<<50 && done < 1<<50 {
+			done += int64(due)
+		} else {
+			// Only at an absurd rate: count from now, so that the
+			// arithmetic stays exact (a fraction of a request is lost).
+			base, done = now, 0
 		}
 		if !end.IsZero() && !now.Before(end) {
 			return
@@ -216,6 +248,25 @@ func (g *Generator) dispatch(ctx context.Context, start, end time.Time, jobs cha
 		case <-t.C:
 		}
 	}
+}
+
+// anyUp reports whether some node should get traffic.
+func (g *Generator) anyUp() bool {
+	for i := range g.cfg.Targets {
+		if g.cfg.Up(i) {
+			return true
+		}
+	}
+	return false
+}
+
+// addSaturating adds x >= 0 to a counter that only the caller's goroutine
+// writes, stopping at math.MaxInt64 (an absurd rate drops more requests
+// than an int64 counts).
+func addSaturating(c *atomic.Int64, x float64) {
+	v := c.Load()
+	k := int64(min(x, 1<<62))
+	c.Store(v + min(k, math.MaxInt64-v))
 }
 
 func (g *Generator) worker(jobs <-chan job) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -295,5 +296,55 @@ func TestGenerator(t *testing.T) {
 	}
 	if _, err := NewGenerator(LoadConfig{Workload: work, Targets: []string{"http://10.1.2.3:80"}, Truth: NewTruth(1), Workers: 1, Timeout: time.Second, Tick: time.Millisecond}); err == nil {
 		t.Fatal("a non-loopback target was accepted")
+	}
+}
+
+// At an absurd rate the dispatcher cannot catch up: it must drop what one
+// pass cannot release and still see the cancellation (it used to loop over
+// every due request, billions per tick, and never return).
+func TestGeneratorAbsurdRateStops(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	for _, rate := range []float64{1e12, 1e300} {
+		work, err := BuildWorkload(seedLimits(t), 5, rate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := DefaultLoadConfig()
+		cfg.Workload, cfg.Targets, cfg.Truth = work, []string{srv.URL}, NewTruth(1)
+		cfg.Workers, cfg.Tick, cfg.Timeout = 4, time.Millisecond, time.Second
+		g, err := NewGenerator(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			g.Run(ctx, time.Time{}, time.Time{})
+		}()
+		waitFor(t, 5*time.Second, "requests sent and dropped", func() bool {
+			st := g.Stats()
+			return st.Sent > 0 && st.Dropped > 0
+		})
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("rate %v: Run still running 10 s after its context was cancelled", rate)
+		}
+		if st := g.Stats(); st.Dropped < 0 || st.NoTarget != 0 || st.Stopped.IsZero() {
+			t.Errorf("rate %v: stats %+v", rate, st)
+		}
+	}
+}
+
+func TestLoadConfigRejectsRate(t *testing.T) {
+	for _, rate := range []float64{0, -1, math.NaN(), math.Inf(1)} {
+		cfg := DefaultLoadConfig()
+		cfg.Workload, cfg.Targets, cfg.Truth = &Workload{Rate: rate}, []string{"http://127.0.0.1:1"}, NewTruth(1)
+		if _, err := NewGenerator(cfg); err == nil || !strings.Contains(err.Error(), "Workload.Rate") {
+			t.Errorf("rate %v: err %v, want one naming Workload.Rate", rate, err)
+		}
 	}
 }

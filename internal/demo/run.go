@@ -28,8 +28,8 @@ const DefaultDashboard = "127.0.0.1:8080"
 type Config struct {
 	// Nodes is the number of node processes. Default 3 (the seed's test).
 	Nodes int
-	// Rate is the load's total rate, requests per second. Default 1000 (the
-	// seed's test).
+	// Rate is the load's total rate, requests per second, at most MaxRate.
+	// Default 1000 (the seed's test).
 	Rate float64
 	// Tenants is the number of tenants. Default 25 (the seed's test).
 	Tenants int
@@ -86,6 +86,13 @@ type Config struct {
 	OutTTY, ErrTTY bool
 }
 
+// MaxRate is the highest Config.Rate, in requests per second: far more
+// than one machine's loopback HTTP carries through the nodes' middleware
+// (what the workers cannot send is counted as dropped), and low enough that
+// a mistyped rate such as 1e12 is an error rather than a generator that
+// only drops.
+const MaxRate = 100_000
+
 // DefaultConfig returns the defaults of the demo (the seed's test).
 func DefaultConfig() Config {
 	return Config{
@@ -100,8 +107,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Nodes < 1 || c.Nodes > 32:
 		return fmt.Errorf("demo: -nodes must be in 1..32, got %d", c.Nodes)
-	case !c.NoLoad && !(c.Rate > 0):
-		return fmt.Errorf("demo: -rate must be > 0, got %v", c.Rate)
+	case !c.NoLoad && !(c.Rate > 0 && c.Rate <= MaxRate):
+		return fmt.Errorf("demo: -rate must be > 0 and at most %d requests per second, got %v", MaxRate, c.Rate)
 	case c.Tenants < 1 || c.Tenants > 10000:
 		return fmt.Errorf("demo: -tenants must be in 1..10000, got %d", c.Tenants)
 	case c.Duration < 0:
