@@ -11,17 +11,18 @@ import (
 	"time"
 )
 
-// MaxFileSize is the largest limits file [LoadFile] and [Reloader] read, in
-// bytes. Larger files are rejected rather than parsed.
+// MaxFileSize is the largest limits file [Parse], [LoadFile] and [Reloader]
+// accept, in bytes. Larger files are rejected rather than parsed.
 const MaxFileSize = 4 << 20
 
 // ErrInvalidLimits is wrapped by every [FieldError]: errors.Is(err,
 // ErrInvalidLimits) tells a bad limits file from an I/O error.
 var ErrInvalidLimits = errors.New("invalid limits")
 
-// FieldError is one problem found in a limits file. [Parse] returns all of
-// them joined with [errors.Join], in file order; use errors.As to get the
-// first one, or range over the joined error's Unwrap() []error.
+// FieldError is one problem found in a limits file. [Parse] returns them
+// joined with [errors.Join], in file order (the first 20, then one whose
+// Msg counts the others); use errors.As to get the first one, or range
+// over the joined error's Unwrap() []error.
 //
 // Error() reads "file:line: sla \"id\": field: message", for example
 //
@@ -352,14 +353,20 @@ func readLimited(path string) ([]byte, error) {
 }
 
 // Parse parses a limits file. name is used in error messages (usually the
-// file's path). It returns every problem found, each a [FieldError] whose
-// message starts with name, joined in file order; never a partial result.
+// file's path). It returns the problems found, each a [FieldError] whose
+// message starts with name, joined in file order: the first 20, then one
+// that says how many more there are. It never returns a partial result.
+// data larger than [MaxFileSize] is refused unread.
 func Parse(name string, data []byte, opts ...Option) (*Limits, error) {
 	var o parseOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
 	d := &decoder{file: name, opts: o}
+	if len(data) > MaxFileSize {
+		d.errorf(fileScope, 0, "", "file is %d bytes, larger than %d (MaxFileSize)", len(data), MaxFileSize)
+		return nil, d.err()
+	}
 	l := d.parse(data)
 	if err := d.err(); err != nil {
 		return nil, err

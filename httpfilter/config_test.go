@@ -2,6 +2,7 @@ package httpfilter
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -598,6 +599,27 @@ slas:
       - tenants: [initech, acme]
         tiers: [{period: 10, threshold: 900}]
 `, line: 10, sla: `sla "a"`, field: "overrides[1].tenants[1]", msg: `tenant "acme" already has an override (line 8)`},
+		// Patterns that could never match a request: each is a load error
+		// naming the file, line, SLA and field.
+		{name: "pattern with a query", yaml: `
+slas:
+  - id: search
+    match:
+      methods: [GET]
+      pathPattern: "/v1/search?q={q}"` + tierOK, line: 5, sla: `sla "search"`, field: "match.pathPattern",
+			msg: `invalid pattern "/v1/search?q={q}": segment 2 "search?q={q}": "?" is not allowed: a pattern matches the path, never the query`},
+		{name: "pattern with a fragment", yaml: `
+slas:
+  - id: doc
+    noTenant: shared
+    match: {pathPattern: "/docs/intro#top"}` + tierOK, line: 4, sla: `sla "doc"`, field: "match.pathPattern",
+			msg: `"#" is not allowed: the fragment never reaches the server`},
+		{name: "pattern with an escape", yaml: `
+slas:
+  - id: enc
+    match:
+      pathPattern: "/v1/organizations/{orgId}/product%2Fitems/*"` + tierOK, line: 4, sla: `sla "enc"`, field: "match.pathPattern",
+			msg: `segment 4 "product%2Fitems": "%" is not allowed: segments are matched decoded, so write the character itself`},
 		{name: "override without tiers", yaml: `
 slas:
   - id: a
@@ -894,6 +916,69 @@ func TestLoadFileErrors(t *testing.T) {
 	}
 	if _, err := LoadFile(big); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("big file: %v", err)
+	}
+}
+
+// TestParseSizeCap: Parse refuses what LoadFile refuses, before parsing
+// (a 10 MB file took 2.9 s and 297 MiB to be refused).
+func TestParseSizeCap(t *testing.T) {
+	// Comment lines: cheap to scan, so the file at the cap is parsed.
+	data := []byte(strings.Repeat("#"+strings.Repeat("x", 1022)+"\n", MaxFileSize/1024+1))
+	l, err := Parse("big.yaml", data[:MaxFileSize+1])
+	if err == nil || l != nil {
+		t.Fatal("loaded")
+	}
+	want := "big.yaml: file is 4194305 bytes, larger than 4194304 (MaxFileSize)"
+	if err.Error() != want || !errors.Is(err, ErrInvalidLimits) {
+		t.Errorf("err = %v, want %s", err, want)
+	}
+	if _, err := Parse("big.yaml", data[:MaxFileSize]); err == nil || !strings.Contains(err.Error(), "file is empty") {
+		t.Errorf("at the cap: %v", err)
+	}
+}
+
+// TestParseCapsErrorList: a file with thousands of errors reports the
+// first 20 in file order and counts the rest (one file gave 62,464 lines).
+func TestParseCapsErrorList(t *testing.T) {
+	for _, n := range []int{maxErrors, maxErrors + 1, 3 * maxKeptErrors} {
+		var b strings.Builder
+		b.WriteString("slas:\n")
+		for i := 0; i < n; i++ {
+			fmt.Fprintf(&b, "  - {id: s%d, match: {pathPattern: \"/a%d/{t}\"}, tiers: [{period: 10, threshold: -1}]}\n", i, i)
+		}
+		_, err := Parse("bad.yaml", []byte(b.String()))
+		if err == nil {
+			t.Fatal("loaded")
+		}
+		lines := strings.Split(err.Error(), "\n")
+		want := min(n, maxErrors)
+		if n > maxErrors {
+			want++
+		}
+		if len(lines) != want {
+			t.Fatalf("n=%d: %d lines, want %d", n, len(lines), want)
+		}
+		for i := 0; i < min(n, maxErrors); i++ {
+			prefix := fmt.Sprintf("bad.yaml:%d: sla \"s%d\": tiers[0].threshold: must be >= 0", i+2, i)
+			if !strings.HasPrefix(lines[i], prefix) {
+				t.Errorf("n=%d: line %d = %q, want prefix %q", n, i, lines[i], prefix)
+			}
+		}
+		if n > maxErrors {
+			more := "bad.yaml: and " + itoa(n-maxErrors) + " more errors"
+			if n-maxErrors == 1 {
+				more = "bad.yaml: and 1 more error"
+			}
+			if last := lines[len(lines)-1]; last != more {
+				t.Errorf("n=%d: last line %q, want %q", n, last, more)
+			}
+		}
+		joined := err.(interface{ Unwrap() []error })
+		for _, e := range joined.Unwrap() {
+			if !errors.Is(e, ErrInvalidLimits) {
+				t.Errorf("%v is not ErrInvalidLimits", e)
+			}
+		}
 	}
 }
 

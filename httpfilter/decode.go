@@ -35,6 +35,15 @@ const (
 	periodFieldUnits = "a number of seconds or a duration such as \"500ms\", \"10s\" or \"1m\""
 )
 
+// maxErrors is the number of errors Parse reports; the joined error ends
+// with one that counts the others. maxKeptErrors bounds what the decoder
+// keeps (and formats) before it sorts them: a file of 60,000 bad SLAs
+// costs counting, not 60,000 messages.
+const (
+	maxErrors     = 20
+	maxKeptErrors = 1000
+)
+
 // decoder walks the yaml.Node tree of a limits file.
 //
 // Why a hand-written walk rather than yaml's struct decoding with
@@ -43,9 +52,10 @@ const (
 // every error, in file order, with file, line, SLA and field. The walk
 // checks unknown and duplicate keys itself.
 type decoder struct {
-	file string
-	opts parseOptions
-	errs []*FieldError
+	file    string
+	opts    parseOptions
+	errs    []*FieldError // the first maxKeptErrors found
+	dropped int           // errors found past those
 }
 
 // scope locates errors: which SLA (if any) and the field prefix.
@@ -63,20 +73,39 @@ func (sc scope) sub(prefix string) scope {
 }
 
 func (d *decoder) errorf(sc scope, line int, field, format string, args ...any) {
+	if len(d.errs) >= maxKeptErrors {
+		d.dropped++
+		return
+	}
 	f := sc.prefix + field
 	f = strings.TrimSuffix(f, ".")
 	d.errs = append(d.errs, &FieldError{File: d.file, Line: line, SLA: sc.sla, SLAIndex: sc.idx,
 		Field: f, Msg: fmt.Sprintf(format, args...)})
 }
 
+// count returns the number of errors found so far.
+func (d *decoder) count() int { return len(d.errs) + d.dropped }
+
+// err returns the errors found, at most maxErrors of them in file order
+// and then one that counts the rest, joined; nil if there were none. (Past
+// maxKeptErrors, the ones reported are the first found, sorted, which for
+// such a file is near enough the first in the file.)
 func (d *decoder) err() error {
 	if len(d.errs) == 0 {
 		return nil
 	}
 	sort.SliceStable(d.errs, func(i, j int) bool { return d.errs[i].Line < d.errs[j].Line })
-	errs := make([]error, len(d.errs))
-	for i, e := range d.errs {
+	n := min(len(d.errs), maxErrors)
+	errs := make([]error, n, n+1)
+	for i, e := range d.errs[:n] {
 		errs[i] = e
+	}
+	if more := len(d.errs) - n + d.dropped; more > 0 {
+		noun := "errors"
+		if more == 1 {
+			noun = "error"
+		}
+		errs = append(errs, &FieldError{File: d.file, SLAIndex: -1, Msg: fmt.Sprintf("and %d more %s", more, noun)})
 	}
 	return errors.Join(errs...)
 }
@@ -603,7 +632,7 @@ func validID(s string) bool {
 
 // sla decodes one SLA. ok is false when it has errors.
 func (d *decoder) sla(n *yaml.Node, idx int, defs *defaults, ids map[string]int) (SLA, bool) {
-	before := len(d.errs)
+	before := d.count()
 	s := SLA{Line: line(n), Enabled: true, Cost: defs.cost, NoTenant: defs.noTenant, Shadow: defs.shadow, index: idx}
 	sc := scope{idx: idx, sla: peekID(n)}
 	m, unknown := d.mapping(n, sc, "", "id", "description", "enabled", "match", "tenant", "noTenant", "shadow", "cost", "tiers", "overrides")
@@ -685,7 +714,7 @@ func (d *decoder) sla(n *yaml.Node, idx int, defs *defaults, ids map[string]int)
 	if kv, ok := m["overrides"]; ok {
 		d.overrides(kv.val, sc, &s, defs.algorithm, tenantOK, costLine)
 	}
-	return s, len(d.errs) == before
+	return s, d.count() == before
 }
 
 // peekID returns the id of an SLA mapping if it is a non-empty scalar, so

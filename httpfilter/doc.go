@@ -46,7 +46,8 @@
 // [Parse] and [LoadFile] are strict: unknown fields, wrong types, absurd
 // numbers, malformed patterns and inconsistent definitions are all reported,
 // each as a [FieldError] naming the file, line, SLA id and field, joined in
-// file order. A file either loads completely or not at all.
+// file order (the first 20, then a count of the others). A file either
+// loads completely or not at all; one larger than [MaxFileSize] is refused.
 //
 // # Matching
 //

@@ -28,9 +28,12 @@ const (
 //     segment.
 //
 // The pattern "/" matches only the path "/". Empty segments ("//", a trailing
-// "/") and the dot segments "." and ".." are not allowed in a pattern, and a
-// request path with an empty segment where a segment is expected does not
-// match: callers should pass a cleaned path (see [path.Clean]).
+// "/"), the dot segments "." and "..", and the characters "?", "#" and "%"
+// are not allowed in a pattern: a pattern is compared with decoded path
+// segments, so a literal is written decoded ("café", not "caf%C3%A9"),
+// and it never sees the query or the fragment. A request path with an
+// empty segment where a segment is expected does not match: callers should
+// pass a cleaned path (see [path.Clean]).
 //
 // Matching compares the pattern against the path as given (for net/http, the
 // decoded r.URL.Path). It does not allocate: captured values are substrings
@@ -183,6 +186,12 @@ func compilePattern(s string) (*Pattern, error) {
 					return nil, fmt.Errorf("segment %d %q: a variable must be the whole segment", n, part)
 				case c < 0x20 || c == 0x7f:
 					return nil, fmt.Errorf("segment %d: control character %#x", n, c)
+				case c == '?':
+					return nil, fmt.Errorf("segment %d %q: \"?\" is not allowed: a pattern matches the path, never the query", n, part)
+				case c == '#':
+					return nil, fmt.Errorf("segment %d %q: \"#\" is not allowed: the fragment never reaches the server", n, part)
+				case c == '%':
+					return nil, fmt.Errorf("segment %d %q: \"%%\" is not allowed: segments are matched decoded, so write the character itself (a segment cannot hold \"/\")", n, part)
 				}
 			}
 			p.segs = append(p.segs, segment{kind: segLiteral, lit: part})

@@ -29,6 +29,11 @@ func TestCompilePatternErrors(t *testing.T) {
 		{"/a/./b", "dot segment"},
 		{"/a/..", "dot segment"},
 		{"/a\x00b", "control character"},
+		{"/search?q=1", `"?" is not allowed`},
+		{"/a/{b}/c#top", `"#" is not allowed`},
+		{"/a%2Fb/{c}", `"%" is not allowed`},
+		{"/caf%C3%A9", `"%" is not allowed`},
+		{"/100%", `"%" is not allowed`},
 		{"/" + strings.Repeat("a", maxPatternLen), "longer than"},
 		{strings.Repeat("/a", maxPatternSegments+1), "more than 64 segments"},
 	}
