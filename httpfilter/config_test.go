@@ -599,6 +599,13 @@ slas:
       - tenants: [initech, acme]
         tiers: [{period: 10, threshold: 900}]
 `, line: 10, sla: `sla "a"`, field: "overrides[1].tenants[1]", msg: `tenant "acme" already has an override (line 8)`},
+		{name: "override tenant with a control character", yaml: `
+slas:
+  - id: a
+    match: {pathPattern: "/a/{t}"}` + tierOK + `    overrides:
+      - tenants: [acme, "glo\tbex"]
+        tiers: [{period: 10, threshold: 500}]
+`, line: 8, sla: `sla "a"`, field: "overrides[0].tenants[1]", msg: "tenant id holds a control character: the filter refuses such a tenant"},
 		// Patterns that could never match a request: each is a load error
 		// naming the file, line, SLA and field.
 		{name: "pattern with a query", yaml: `

@@ -709,10 +709,10 @@ func (d *decoder) sla(n *yaml.Node, idx int, defs *defaults, ids map[string]int)
 	}
 	// Bind the tenant whenever the matcher compiled, even if other match
 	// fields had errors, so that tenant errors are reported in the same run.
-	tenantOK := (s.Pattern != nil || len(s.grpc) > 0) && d.bindTenant(&s, spec, sc)
+	tenantBound := (s.Pattern != nil || len(s.grpc) > 0) && d.bindTenant(&s, spec, sc)
 	d.checkCost(&s, sc, s.Tiers, "tiers", costLine)
 	if kv, ok := m["overrides"]; ok {
-		d.overrides(kv.val, sc, &s, defs.algorithm, tenantOK, costLine)
+		d.overrides(kv.val, sc, &s, defs.algorithm, tenantBound, costLine)
 	}
 	return s, d.count() == before
 }
@@ -1047,14 +1047,14 @@ func (d *decoder) period(n *yaml.Node, sc scope, field string) (time.Duration, b
 	return 0, false
 }
 
-// overrides decodes the overrides list. tenantOK says whether the SLA's
+// overrides decodes the overrides list. tenantBound says whether the SLA's
 // tenant source was bound (so TenantNone means a deliberate global bucket).
-func (d *decoder) overrides(n *yaml.Node, sc scope, s *SLA, defAlg Algorithm, tenantOK bool, costLine int) {
+func (d *decoder) overrides(n *yaml.Node, sc scope, s *SLA, defAlg Algorithm, tenantBound bool, costLine int) {
 	items := d.seq(n, sc, "overrides")
 	if items == nil {
 		return
 	}
-	if tenantOK && s.Tenant.Kind == TenantNone {
+	if tenantBound && s.Tenant.Kind == TenantNone {
 		d.errorf(sc, n.Line, "overrides", "the SLA has no tenant source (one bucket shared by all callers), so no override can apply")
 		return
 	}
@@ -1080,8 +1080,8 @@ func (d *decoder) overrides(n *yaml.Node, sc scope, s *SLA, defAlg Algorithm, te
 				switch {
 				case name == "":
 					d.errorf(sc, tn.Line, tf, "empty tenant id")
-				case len(name) > maxTenantLen:
-					d.errorf(sc, tn.Line, tf, "tenant id longer than %d bytes", maxTenantLen)
+				case checkTenant(name) != tenantOK:
+					d.errorf(sc, tn.Line, tf, "tenant id %s: the filter refuses such a tenant, so the override could never apply", checkTenant(name).reason())
 				default:
 					if first, dup := tenants[name]; dup {
 						d.errorf(sc, tn.Line, tf, "tenant %q already has an override (line %d)", name, first)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/peerlimit/peerlimit/counters"
@@ -18,16 +20,20 @@ import (
 
 // SharedTenant is the tenant under which requests without a tenant are
 // counted when their SLA says noTenant: shared, and every request of an SLA
-// with tenant: none (a global limit). It starts with a NUL byte, and the
-// filter treats any tenant a request supplies that starts with NUL (or is
-// empty, or longer than [MaxTenantLen]) as missing, so no real tenant can
-// share its counters. Overrides never apply to it.
+// with tenant: none (a global limit). It starts with a NUL byte, a control
+// character, which no tenant a request supplies may hold (see
+// [MaxTenantLen]), so no real tenant can share its counters. Overrides
+// never apply to it.
 const SharedTenant = "\x00shared"
 
 // MaxTenantLen is the longest tenant, in bytes, that the filter accepts
-// from a request (path variable, header, metadata or func). A longer value
-// is treated as missing, so that a client cannot make the counter table hold
-// huge keys. It is the bound the limits file puts on override tenants.
+// from a request (path variable, header, metadata or func). The filter
+// refuses a request whose tenant is longer, is not valid UTF-8 or holds a
+// control character (C0, DEL or C1, NUL included) — HTTP 400, gRPC
+// InvalidArgument — before anything is counted: such a key could not cross
+// the peer protocol (its tenant is a proto3 string), and a client must not
+// make the counter table hold huge keys. It is the bound the limits file
+// puts on override tenants.
 const MaxTenantLen = maxTenantLen
 
 // maxMatches is the number of matching SLAs a request is decided with
@@ -103,7 +109,7 @@ func WithGRPCTenantFunc(name string, fn GRPCTenantFunc) FilterOption {
 // registry fails in [New]: the series would collide.
 //
 // Series: peerlimit_filter_decisions_total{protocol,sla,result} with result
-// allowed, denied, no_tenant or error; peerlimit_filter_shadow_would_deny_total{protocol,sla};
+// allowed, denied, no_tenant, invalid_tenant or error; peerlimit_filter_shadow_would_deny_total{protocol,sla};
 // peerlimit_filter_limits_compiled_total{result}.
 func WithRegistry(reg prometheus.Registerer) FilterOption {
 	return func(c *filterConfig) { c.reg = reg }
@@ -155,9 +161,12 @@ func WithFailClosed(closed bool) FilterOption {
 // skipped, never rejected. Rate-limit headers describe the enforcing SLAs;
 // they describe the shadow SLAs only when no enforcing SLA matches.
 //
-// Missing tenant: with noTenant: reject the request gets 400 (gRPC
-// InvalidArgument) and nothing is charged; with noTenant: shared it is
-// counted as tenant [SharedTenant].
+// Missing tenant (none supplied, or an empty one): with noTenant: reject
+// the request gets 400 (gRPC InvalidArgument) and nothing is charged; with
+// noTenant: shared it is counted as tenant [SharedTenant]. A tenant that
+// cannot be counted (see [MaxTenantLen]: too long, not UTF-8, a control
+// character) is refused with 400 (gRPC InvalidArgument) whatever noTenant
+// says, before anything is charged; a shadow SLA skips it instead.
 //
 // Reloads: the filter asks its [LimitsSource] for the limits on every
 // request, and prepares each new *Limits once (counter templates, header
@@ -415,16 +424,68 @@ func periodName(p time.Duration) string {
 	return strconv.FormatInt(int64(p/time.Millisecond), 10) + "ms"
 }
 
-// validTenant reports whether a tenant supplied by a request can be
-// counted: non-empty, at most MaxTenantLen bytes, and not starting with
-// NUL (reserved for SharedTenant).
-func validTenant(t string) bool {
-	return t != "" && len(t) <= MaxTenantLen && t[0] != 0
+// tenantStatus says whether a tenant supplied by a request can be counted.
+type tenantStatus uint8
+
+const (
+	tenantOK      tenantStatus = iota
+	tenantMissing              // none supplied, or an empty one
+	tenantTooLong              // longer than MaxTenantLen
+	tenantNotUTF8              // not valid UTF-8
+	tenantControl              // holds a control character
+)
+
+// reason describes a refused tenant, for messages.
+func (st tenantStatus) reason() string {
+	switch st {
+	case tenantMissing:
+		return "missing"
+	case tenantTooLong:
+		return "longer than " + strconv.Itoa(MaxTenantLen) + " bytes"
+	case tenantNotUTF8:
+		return "not valid UTF-8"
+	case tenantControl:
+		return "holds a control character"
+	}
+	return "valid"
+}
+
+// checkTenant checks a tenant supplied by a request (see MaxTenantLen).
+// The usual ASCII tenant costs one pass over its bytes.
+func checkTenant(t string) tenantStatus {
+	if t == "" {
+		return tenantMissing
+	}
+	if len(t) > MaxTenantLen {
+		return tenantTooLong
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if c < 0x20 || c == 0x7f {
+			return tenantControl
+		}
+		if c >= utf8.RuneSelf {
+			return checkTenantUnicode(t[i:])
+		}
+	}
+	return tenantOK
+}
+
+func checkTenantUnicode(t string) tenantStatus {
+	if !utf8.ValidString(t) {
+		return tenantNotUTF8
+	}
+	for _, r := range t {
+		if unicode.IsControl(r) {
+			return tenantControl
+		}
+	}
+	return tenantOK
 }
 
 type tenantResult struct {
 	tenant string
-	ok     bool
+	st     tenantStatus
 }
 
 // tierRef says which tier of which SLA a limit of a Take is.
@@ -457,11 +518,12 @@ type scratch struct {
 type outcomeKind uint8
 
 const (
-	outPass     outcomeKind = iota // nothing counted: serve untouched
-	outAllowed                     // serve, with headers
-	outDenied                      // refuse (429), with headers
-	outNoTenant                    // refuse (400)
-	outError                       // the limiter failed
+	outPass      outcomeKind = iota // nothing counted: serve untouched
+	outAllowed                      // serve, with headers
+	outDenied                       // refuse (429), with headers
+	outNoTenant                     // refuse (400): no tenant
+	outBadTenant                    // refuse (400): a tenant that cannot be counted
+	outError                        // the limiter failed
 )
 
 // outcome is what decide concluded. For outAllowed and outDenied, d, ref
@@ -471,7 +533,8 @@ type outcome struct {
 	d    counters.Decision
 	ref  tierRef
 	sets []slaRef
-	sla  *compiledSLA // outNoTenant: the SLA that needs a tenant
+	sla  *compiledSLA // outNoTenant, outBadTenant: the SLA whose tenant is refused
+	tst  tenantStatus // outBadTenant: why
 	err  error
 }
 
@@ -482,17 +545,23 @@ func (f *Filter) decide(ctx context.Context, c *compiled, ms []Match, tenants []
 	esets, ssets := s.esets[:0], s.ssets[:0]
 	for i := range ms {
 		cs := c.slas[ms[i].SLA.index]
-		tenant, ok := tenants[i].tenant, tenants[i].ok
+		tenant, st := tenants[i].tenant, tenants[i].st
 		ts := cs.base
 		switch {
-		case !ok && cs.sla.Shadow:
+		case st == tenantMissing && cs.sla.Shadow:
 			cs.m.noTenant.Inc()
 			continue
-		case !ok && cs.sla.NoTenant == NoTenantReject:
+		case st != tenantOK && cs.sla.Shadow:
+			cs.m.badTenant.Inc()
+			continue
+		case st == tenantMissing && cs.sla.NoTenant == NoTenantReject:
 			cs.m.noTenant.Inc()
 			return outcome{kind: outNoTenant, sla: cs}
-		case !ok:
+		case st == tenantMissing:
 			tenant = SharedTenant
+		case st != tenantOK:
+			cs.m.badTenant.Inc()
+			return outcome{kind: outBadTenant, sla: cs, tst: st}
 		case cs.overrides != nil && tenant != SharedTenant:
 			if o, found := cs.overrides[tenant]; found {
 				ts = o

@@ -583,10 +583,10 @@ func TestNoTenant(t *testing.T) {
 	if e.handlerHits() != 0 {
 		t.Fatal("handler called for a rejected request")
 	}
-	// Too long, and NUL-prefixed (cannot reach the shared bucket), are
-	// missing too.
-	if r := e.get("/api/x", map[string]string{"X-Tenant-ID": strings.Repeat("a", MaxTenantLen+1)}); r.status != 400 {
-		t.Errorf("overlong tenant: %d", r.status)
+	// Too long is not missing but refused, also with 400 (see
+	// TestInvalidTenantRefused).
+	if r := e.get("/api/x", map[string]string{"X-Tenant-ID": strings.Repeat("a", MaxTenantLen+1)}); r.status != 400 || !strings.Contains(r.body, "longer than 256 bytes") {
+		t.Errorf("overlong tenant: %d %s", r.status, r.body)
 	}
 	for i := range 2 {
 		if r := e.get("/api/x", map[string]string{"X-Tenant-ID": "acme"}); r.status != 200 || r.h.Get("X-Ratelimit-Remaining") != itoa(1-i) {
@@ -599,8 +599,11 @@ func TestNoTenant(t *testing.T) {
 	if got := counterValue(t, e.f.m.decisions.WithLabelValues("http", "shadow-needs-tenant", "no_tenant")); got != 2 {
 		t.Errorf("shadow no_tenant %v, want 2", got)
 	}
-	if got := counterValue(t, e.f.m.decisions.WithLabelValues("http", "api", "no_tenant")); got != 2 {
-		t.Errorf("api no_tenant %v, want 2", got)
+	if got := counterValue(t, e.f.m.decisions.WithLabelValues("http", "api", "no_tenant")); got != 1 {
+		t.Errorf("api no_tenant %v, want 1", got)
+	}
+	if got := counterValue(t, e.f.m.decisions.WithLabelValues("http", "api", "invalid_tenant")); got != 1 {
+		t.Errorf("api invalid_tenant %v, want 1", got)
 	}
 
 	// shared: callers without a tenant share one bucket, apart from tenants.
@@ -622,7 +625,8 @@ func TestNoTenant(t *testing.T) {
 }
 
 // TestReservedTenantCannotCollide: a path variable decoding to the shared
-// bucket's name is not a tenant.
+// bucket's name is refused (it starts with NUL, a control character), so
+// no request can reach the shared bucket's counters through its tenant.
 func TestReservedTenantCannotCollide(t *testing.T) {
 	e := newEnv(t, mustParse(t, y(`
 slas:
@@ -635,16 +639,16 @@ slas:
 	if !strings.Contains(nul, "%00") {
 		t.Fatalf("escaped path %q", nul)
 	}
-	// The NUL tenant counts as missing: it lands in the shared bucket
-	// legitimately, so both requests draw on one budget of 2 either way;
-	// what matters is that the shared tenant name is never a request's.
-	if !validTenant("acme") || validTenant(SharedTenant) || validTenant("") || validTenant(strings.Repeat("x", MaxTenantLen+1)) {
-		t.Fatal("validTenant")
+	if checkTenant(SharedTenant) == tenantOK {
+		t.Fatal("SharedTenant is a valid tenant")
 	}
-	for i, want := range []string{"1", "0"} {
-		if r := e.get(nul, nil); r.status != 200 || r.h.Get("X-Ratelimit-Remaining") != want {
-			t.Errorf("%d: %d %q", i, r.status, r.h.Get("X-Ratelimit-Remaining"))
+	for i := range 3 {
+		if r := e.get(nul, nil); r.status != 400 || !strings.Contains(r.body, "control character") {
+			t.Errorf("%d: %d %s", i, r.status, r.body)
 		}
+	}
+	if e.handlerHits() != 0 {
+		t.Errorf("handler hits %d", e.handlerHits())
 	}
 }
 

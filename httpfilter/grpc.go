@@ -34,9 +34,10 @@ const (
 // the values of the HTTP headers, see [Filter.Middleware]). A refused call
 // fails with codes.ResourceExhausted, the same values plus retry-after in
 // its trailer metadata, and RetryInfo and QuotaFailure error details. A
-// call without a tenant under noTenant: reject fails with
-// codes.InvalidArgument; a limiter error with codes.Unavailable under
-// [WithFailClosed].
+// call without a tenant under noTenant: reject, or with a tenant that
+// cannot be counted (see [MaxTenantLen]), fails with
+// codes.InvalidArgument before anything is charged; a limiter error with
+// codes.Unavailable under [WithFailClosed].
 func (f *Filter) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if err := f.checkGRPC(ctx, info.FullMethod, unaryMD{ctx}); err != nil {
@@ -84,8 +85,8 @@ func (f *Filter) checkGRPC(ctx context.Context, fullMethod string, out mdSetter)
 	}
 	tenants := s.tenants[:0]
 	for i := range ms {
-		t, ok := c.slas[ms[i].SLA.index].grpcTenant(ctx, fullMethod)
-		tenants = append(tenants, tenantResult{t, ok})
+		t, st := c.slas[ms[i].SLA.index].grpcTenant(ctx, fullMethod)
+		tenants = append(tenants, tenantResult{t, st})
 	}
 	o := f.decide(ctx, c, ms, tenants, s)
 	switch o.kind {
@@ -97,6 +98,8 @@ func (f *Filter) checkGRPC(ctx context.Context, fullMethod string, out mdSetter)
 		return o.grpcStatus().Err()
 	case outNoTenant:
 		return status.Errorf(codes.InvalidArgument, "rate limit: sla %s: no valid tenant for this call (%s)", o.sla.sla.ID, o.sla.tenantSourceText())
+	case outBadTenant:
+		return status.Errorf(codes.InvalidArgument, "rate limit: sla %s: invalid tenant id in %s: %s", o.sla.sla.ID, o.sla.tenantSourceText(), o.tst.reason())
 	case outError:
 		if f.failClosed {
 			return status.Error(codes.Unavailable, "rate limit: the rate limiter failed")
@@ -140,11 +143,11 @@ func (o *outcome) grpcStatus() *status.Status {
 }
 
 // grpcTenant resolves the tenant of a gRPC call for this SLA.
-func (cs *compiledSLA) grpcTenant(ctx context.Context, fullMethod string) (string, bool) {
+func (cs *compiledSLA) grpcTenant(ctx context.Context, fullMethod string) (string, tenantStatus) {
 	var t string
 	switch cs.sla.Tenant.Kind {
 	case TenantNone:
-		return SharedTenant, true
+		return SharedTenant, tenantOK
 	case TenantHeader, TenantMetadata:
 		if v := metadata.ValueFromIncomingContext(ctx, cs.sla.Tenant.Key); len(v) > 0 {
 			t = v[0]
@@ -152,10 +155,10 @@ func (cs *compiledSLA) grpcTenant(ctx context.Context, fullMethod string) (strin
 	case TenantFunc:
 		var ok bool
 		if t, ok = cs.grpcFunc(ctx, fullMethod); !ok {
-			return "", false
+			return "", tenantMissing
 		}
 	default:
-		return "", false
+		return "", tenantMissing
 	}
-	return t, validTenant(t)
+	return t, checkTenant(t)
 }

@@ -3,6 +3,7 @@ package httpfilter
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,6 +182,58 @@ func TestGRPCStream(t *testing.T) {
 	}
 	if _, err := stream.Recv(); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("watch without account: %v", err)
+	}
+}
+
+// TestGRPCInvalidTenant: a tenant the filter cannot count, from metadata
+// or a func, fails the call with InvalidArgument before anything is
+// charged and before the handler runs.
+func TestGRPCInvalidTenant(t *testing.T) {
+	lim := newRecLimiter(t)
+	f, err := New(lim, mustParse(t, y(grpcLimits)),
+		WithGRPCTenantFunc("account", func(ctx context.Context, _ string) (string, bool) {
+			v := metadata.ValueFromIncomingContext(ctx, "x-account")
+			if len(v) == 0 {
+				return "", false
+			}
+			return strings.ReplaceAll(v[0], "NUL", "\x00"), true
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Through a real server (whose client only sends printable ASCII).
+	client := startGRPC(t, f)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	long := strings.Repeat("a", MaxTenantLen+1)
+	_, err = client.Check(metadata.AppendToOutgoingContext(ctx, "x-tenant-id", long), &healthpb.HealthCheckRequest{})
+	if st := status.Convert(err); st.Code() != codes.InvalidArgument ||
+		st.Message() != "rate limit: sla health-check: invalid tenant id in metadata x-tenant-id: longer than 256 bytes" {
+		t.Errorf("long metadata tenant: %v", err)
+	}
+	stream, err := client.Watch(metadata.AppendToOutgoingContext(ctx, "x-account", "acNULme"), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "func account: holds a control character") {
+		t.Errorf("func tenant with NUL: %v", err)
+	}
+	// What a raw HTTP/2 client could send: the interceptor itself.
+	unary := f.UnaryServerInterceptor()
+	info := &grpc.UnaryServerInfo{FullMethod: "/grpc.health.v1.Health/Check"}
+	for _, tenant := range []string{"\xff\xfe", "ac\x01me", "ac\u0085me"} {
+		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-tenant-id", tenant))
+		called := false
+		_, err := unary(ctx, nil, info, func(context.Context, any) (any, error) { called = true; return nil, nil })
+		if status.Code(err) != codes.InvalidArgument || called {
+			t.Errorf("tenant %q: %v, handler called %v", tenant, err, called)
+		}
+	}
+	if takes, _ := lim.snapshot(); takes != 0 {
+		t.Errorf("%d Takes for refused tenants", takes)
+	}
+	if got := counterValue(t, f.m.decisions.WithLabelValues("grpc", "health-check", "invalid_tenant")); got != 4 {
+		t.Errorf("invalid_tenant metric %v, want 4", got)
 	}
 }
 

@@ -8,10 +8,11 @@ import (
 
 // Decision results, the "result" label of peerlimit_filter_decisions_total.
 const (
-	resultAllowed  = "allowed"   // admitted (every matching SLA records it; shadow SLAs always)
-	resultDenied   = "denied"    // refused; recorded by the SLA whose tier refused
-	resultNoTenant = "no_tenant" // no tenant and noTenant: reject (400 / InvalidArgument), or a shadow SLA skipped
-	resultError    = "error"     // the limiter failed (see WithFailClosed)
+	resultAllowed   = "allowed"        // admitted (every matching SLA records it; shadow SLAs always)
+	resultDenied    = "denied"         // refused; recorded by the SLA whose tier refused
+	resultNoTenant  = "no_tenant"      // no tenant and noTenant: reject (400 / InvalidArgument), or a shadow SLA skipped
+	resultBadTenant = "invalid_tenant" // a tenant that cannot be counted (400 / InvalidArgument), or a shadow SLA skipped
+	resultError     = "error"          // the limiter failed (see WithFailClosed)
 )
 
 // metrics are the filter's Prometheus series. Handles for one SLA are
@@ -30,7 +31,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Subsystem: "filter",
 			Name:      "decisions_total",
 			Help: "Rate-limit decisions per SLA. result: allowed (every matching SLA of an admitted request, and every counted request of a shadow SLA), " +
-				"denied (the SLA whose tier refused the request), no_tenant (tenant missing: rejected, or a shadow SLA not counted), error (the limiter failed).",
+				"denied (the SLA whose tier refused the request), no_tenant (tenant missing: rejected, or a shadow SLA not counted), " +
+				"invalid_tenant (a tenant too long, not UTF-8 or with a control character: rejected, or a shadow SLA not counted), error (the limiter failed).",
 		}, []string{"protocol", "sla", "result"}),
 		wouldDeny: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "peerlimit",
@@ -62,7 +64,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 // slaMetrics are one SLA's counters for one protocol.
 type slaMetrics struct {
-	allowed, denied, noTenant, errors, wouldDeny prometheus.Counter
+	allowed, denied, noTenant, badTenant, errors, wouldDeny prometheus.Counter
 }
 
 func (m *metrics) forSLA(protocol, id string) slaMetrics {
@@ -70,6 +72,7 @@ func (m *metrics) forSLA(protocol, id string) slaMetrics {
 		allowed:   m.decisions.WithLabelValues(protocol, id, resultAllowed),
 		denied:    m.decisions.WithLabelValues(protocol, id, resultDenied),
 		noTenant:  m.decisions.WithLabelValues(protocol, id, resultNoTenant),
+		badTenant: m.decisions.WithLabelValues(protocol, id, resultBadTenant),
 		errors:    m.decisions.WithLabelValues(protocol, id, resultError),
 		wouldDeny: m.wouldDeny.WithLabelValues(protocol, id),
 	}

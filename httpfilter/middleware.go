@@ -57,9 +57,17 @@ const problemJSON = "application/problem+json"
 //	 "sla":"get-product","tier":{"period_s":1,"threshold":200},
 //	 "retry_after_s":1,"violated-policies":["get-product-1s"]}
 //
-// Without a tenant under noTenant: reject the response is 400 with a
-// problem+json body naming the SLA and the tenant source. The path is
-// matched cleaned (as by [path.Clean]), so "//" or "/./" cannot dodge an SLA.
+// Without a tenant under noTenant: reject, or with a tenant that cannot be
+// counted (see [MaxTenantLen]), the response is 400 with a problem+json
+// body naming the SLA, the tenant source and, for a bad tenant, what is
+// wrong with it (never the value itself):
+//
+//	{"type":"about:blank","title":"Bad Request","status":400,
+//	 "detail":"invalid tenant id in path variable {orgId}: not valid UTF-8",
+//	 "sla":"put-product"}
+//
+// The path is matched cleaned (as by [path.Clean]), so "//" or "/./"
+// cannot dodge an SLA.
 func (f *Filter) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.serveHTTP(w, r, next)
@@ -81,8 +89,8 @@ func (f *Filter) serveHTTP(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	tenants := s.tenants[:0]
 	for i := range ms {
-		t, ok := c.slas[ms[i].SLA.index].httpTenant(r, &ms[i])
-		tenants = append(tenants, tenantResult{t, ok})
+		t, st := c.slas[ms[i].SLA.index].httpTenant(r, &ms[i])
+		tenants = append(tenants, tenantResult{t, st})
 	}
 	o := f.decide(r.Context(), c, ms, tenants, s)
 	switch o.kind {
@@ -105,6 +113,9 @@ func (f *Filter) serveHTTP(w http.ResponseWriter, r *http.Request, next http.Han
 	case outNoTenant:
 		f.pool.Put(s)
 		writeProblem(w, http.StatusBadRequest, "no valid tenant for this request: "+o.sla.tenantSourceText(), o.sla.sla.ID)
+	case outBadTenant:
+		f.pool.Put(s)
+		writeProblem(w, http.StatusBadRequest, "invalid tenant id in "+o.sla.tenantSourceText()+": "+o.tst.reason(), o.sla.sla.ID)
 	case outError:
 		f.pool.Put(s)
 		if f.failClosed {
@@ -165,11 +176,11 @@ func cleanPath(p string) string {
 }
 
 // httpTenant resolves the tenant of an HTTP request for this SLA.
-func (cs *compiledSLA) httpTenant(r *http.Request, m *Match) (string, bool) {
+func (cs *compiledSLA) httpTenant(r *http.Request, m *Match) (string, tenantStatus) {
 	var t string
 	switch cs.sla.Tenant.Kind {
 	case TenantNone:
-		return SharedTenant, true
+		return SharedTenant, tenantOK
 	case TenantPath:
 		t, _ = m.PathTenant()
 	case TenantHeader:
@@ -179,12 +190,12 @@ func (cs *compiledSLA) httpTenant(r *http.Request, m *Match) (string, bool) {
 	case TenantFunc:
 		var ok bool
 		if t, ok = cs.httpFunc(r); !ok {
-			return "", false
+			return "", tenantMissing
 		}
 	default:
-		return "", false
+		return "", tenantMissing
 	}
-	return t, validTenant(t)
+	return t, checkTenant(t)
 }
 
 // tenantSourceText describes where the SLA takes its tenant from, for
