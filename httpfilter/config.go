@@ -229,14 +229,21 @@ func (s *SLA) TiersFor(tenant string) []Tier {
 	return s.Tiers
 }
 
-// MatchHTTP reports whether an HTTP request with this method and path
-// matches the SLA, with the path's captures. It ignores Enabled.
+// MatchHTTP reports whether an HTTP request with this method and escaped
+// path matches the SLA, with the path's captures. It ignores Enabled. The
+// path is matched as by [Limits.MatchHTTP]; the method is compared as it
+// is: whether HEAD falls back to a GET SLA depends on the other SLAs, which
+// only [Limits.MatchHTTP] knows.
 func (s *SLA) MatchHTTP(method, path string) (Captures, bool) {
 	var c Captures
 	if s.Pattern == nil || s.methods&methodBit(method) == 0 {
 		return c, false
 	}
-	ok := s.Pattern.match(path, &c)
+	var ps pathSegs
+	if !ps.split(path, true) || !ps.clean && method != "CONNECT" {
+		return c, false
+	}
+	ok := s.Pattern.matchSegs(&ps, &c)
 	return c, ok
 }
 

@@ -57,6 +57,13 @@
 // [Limits.MatchHTTP] and [Limits.MatchGRPC] return every enabled SLA that
 // applies to a request, without allocating when given a slice with room.
 //
+// Paths and methods are matched as net/http's ServeMux routes them, so
+// that the filter charges what the mux serves: the escaped path, segment
+// by segment, each segment decoded on its own ("%2F" stays inside its
+// segment, and a {name} captures what r.PathValue returns); HEAD as GET
+// unless an SLA that names HEAD matches; a path the mux would redirect to
+// its clean form is never charged (see [Filter.Middleware]).
+//
 // Counter keys are (tenant, [SLA].Endpoint, [SLA].KeyMethod, period): the
 // pattern as written, never the concrete path, so all of
 // /v1/organizations/acme/product/1, /2, ... share acme's budget, and an SLA

@@ -187,6 +187,7 @@ type Filter struct {
 	failClosed bool
 	httpFuncs  map[string]HTTPTenantFunc
 	grpcFuncs  map[string]GRPCTenantFunc
+	redirect   *http.ServeMux // empty: writes ServeMux's redirect to a clean path
 
 	cur       atomic.Pointer[compiled]
 	compileMu sync.Mutex
@@ -221,6 +222,7 @@ func New(limiter Limiter, src LimitsSource, opts ...FilterOption) (*Filter, erro
 		failClosed: cfg.failClosed,
 		httpFuncs:  cfg.httpFuncs,
 		grpcFuncs:  cfg.grpcFuncs,
+		redirect:   http.NewServeMux(),
 	}
 	f.timed, _ = limiter.(TimedLimiter)
 	if f.clock == nil {
@@ -512,6 +514,7 @@ type scratch struct {
 	refs    [counters.MaxLimits]tierRef
 	shadow  [counters.MaxLimits]counters.Limit
 	srefs   [counters.MaxLimits]tierRef
+	path    pathSegs
 	buf     [1024]byte
 }
 

@@ -258,10 +258,11 @@ func TestDeniedProblemJSON(t *testing.T) {
 	if got := counterValue(t, e.f.m.decisions.WithLabelValues("http", "get-product", "allowed")); got != 3 {
 		t.Errorf("allowed metric %v, want 3", got)
 	}
-	// HEAD is not limited by a GET SLA; no body anyway.
+	// HEAD is charged as GET (ServeMux serves it with the GET handler):
+	// refused too, with the headers and no body.
 	r = doReq(t, e.srv.Client(), http.MethodHead, e.srv.URL+"/v1/organizations/acme/product/2", nil)
-	if r.status != 200 {
-		t.Errorf("HEAD: %d", r.status)
+	if r.status != 429 || r.h.Get("Retry-After") != "1" || r.body != "" {
+		t.Errorf("HEAD: %d Retry-After %q body %q", r.status, r.h.Get("Retry-After"), r.body)
 	}
 }
 
@@ -321,28 +322,58 @@ slas:
 	assertNoRateLimitHeaders(t, r.h)
 }
 
-// TestUncleanPathsAreMatched: "//" and "/./" do not dodge an SLA.
-func TestUncleanPathsAreMatched(t *testing.T) {
+// TestUncleanPathsAreRedirected: a path ServeMux would redirect ("//",
+// "." or ".." segments) is never charged; when it matches an SLA, as it is
+// or cleaned, the filter answers with the mux's redirect itself, so that
+// even a handler that ignores the path (as here) never serves it
+// uncharged. The clean path it redirects to is charged as usual.
+func TestUncleanPathsAreRedirected(t *testing.T) {
 	e := newEnv(t, mustParse(t, y(`
 slas:
   - id: p
     match: {pathPattern: "/v1/organizations/{orgId}/product/*"}
     tiers: [{period: 10, threshold: 2}]
 `)))
-	client := e.srv.Client()
-	for i, p := range []string{"/v1/organizations/acme/product/1", "/v1/organizations/acme/./product/1", "/v1//organizations/acme/product/1/"} {
-		req := &http.Request{Method: "GET", URL: &url.URL{Scheme: "http", Host: strings.TrimPrefix(e.srv.URL, "http://"), Opaque: p}, Header: http.Header{}}
+	client := *e.srv.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	send := func(p string) *http.Response {
+		t.Helper()
+		req := &http.Request{Method: "GET", URL: &url.URL{Scheme: "http", Host: strings.TrimPrefix(e.srv.URL, "http://"), Opaque: p, RawQuery: "q=1"}, Header: http.Header{}}
 		res, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		res.Body.Close()
-		want := 200
-		if i == 2 {
-			want = 429
+		return res
+	}
+	for _, c := range []struct{ path, location string }{
+		{"/v1/organizations/acme/./product/1", "/v1/organizations/acme/product/1?q=1"},    // cleaned matches
+		{"/v1//organizations/acme/product/1", "/v1/organizations/acme/product/1?q=1"},     // cleaned matches
+		{"/v1/organizations/x/../acme/product/1", "/v1/organizations/acme/product/1?q=1"}, // cleaned matches
+		{"/v1/organizations/./product/1", "/v1/organizations/product/1?q=1"},              // as it is, {orgId} = "."
+		{"/v1/organizations//product/1", "/v1/organizations/product/1?q=1"},               // as it is, {orgId} = ""
+	} {
+		res := send(c.path)
+		if res.StatusCode != http.StatusTemporaryRedirect || res.Header.Get("Location") != c.location || res.Header.Get("X-Handler") != "" {
+			t.Errorf("%s: %d Location %q handler %q, want 307 to %s", c.path, res.StatusCode, res.Header.Get("Location"), res.Header.Get("X-Handler"), c.location)
 		}
-		if res.StatusCode != want || res.Header.Get("X-Ratelimit-Limit") != "2" {
-			t.Errorf("%s: %d limit %q, want %d limit 2", p, res.StatusCode, res.Header.Get("X-Ratelimit-Limit"), want)
+		assertNoRateLimitHeaders(t, res.Header)
+	}
+	// Unclean paths that match no SLA, even cleaned, pass untouched.
+	for _, p := range []string{"/v1/organizations/acme/product/1/./", "/healthz/../x", "/v1//organizations/acme/product/1/"} {
+		if res := send(p); res.StatusCode != 200 || res.Header.Get("X-Handler") != "yes" {
+			t.Errorf("%s: %d", p, res.StatusCode)
+		} else {
+			assertNoRateLimitHeaders(t, res.Header)
+		}
+	}
+	if e.handlerHits() != 3 {
+		t.Errorf("handler hits %d, want 3", e.handlerHits())
+	}
+	// Nothing was charged: acme's two requests are still there.
+	for i, want := range []int{200, 200, 429} {
+		if res := send("/v1/organizations/acme/product/1"); res.StatusCode != want {
+			t.Errorf("clean %d: %d, want %d", i, res.StatusCode, want)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package httpfilter
 
 import (
 	"errors"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -81,25 +82,39 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// FuzzPattern compiles a path pattern and matches it: never a panic; the
-// sequential matcher (Pattern.Match) and the router's split-path matcher
-// agree; and a path built from the pattern (each wildcard replaced by a
-// value) matches it with the right captures.
+// FuzzPattern compiles a path pattern and matches it: never a panic;
+// Pattern.Match agrees with refMatch, a transcription of ServeMux's own
+// matching; the router's split marks a path clean exactly when ServeMux's
+// cleanPath leaves it alone, in both of its modes; and a path built from
+// the pattern (each wildcard replaced by a value) matches it with the right
+// captures.
 func FuzzPattern(f *testing.F) {
 	for _, p := range []string{"/", "/a", "/v1/organizations/{orgId}/product/*", "/**", "/a/**", "/{a}/{b}/**",
-		"/a//b", "/a/", "/{a", "/*/*", "/ü/{x}", "/shop.v1.Orders/*", "*", "/a.B/C"} {
+		"/a//b", "/a/", "/{a", "/*/*", "/ü/{x}", "/shop.v1.Orders/*", "*", "/a.B/C", "/a b/{c}"} {
 		f.Add(p, "/v1/organizations/acme/product/1")
 		f.Add(p, p)
 	}
 	f.Add("/a/**", "/a")
 	f.Add("/", "/")
+	f.Add("/", "/%2F")
 	f.Add("/**", "")
+	f.Add("/o/{org}/p/{id}", "/o/a%2Fb/p/1%2f2")
+	f.Add("/o/{org}/p/*", "/o/%2e%2e/p/%2F")
+	f.Add("/o/{org}/p/*", "/o/x/../p/1/")
+	f.Add("/a b/{c}", "/a%20b/%zz")
 	f.Fuzz(func(t *testing.T, pattern, path string) {
 		if g, err := compileGRPCPattern(pattern); err == nil {
 			if !g.match(pattern) && g.kind != grpcService {
 				t.Fatalf("gRPC pattern %q does not match itself", pattern)
 			}
 			g.match(path)
+		}
+		var ps pathSegs
+		if ps.split(path, true) && ps.clean != (muxCleanPath(path) == path) {
+			t.Fatalf("split(%q).clean = %v, cleanPath = %q", path, ps.clean, muxCleanPath(path))
+		}
+		if ps.split(path, false) && ps.clean != (muxCleanPath(path) == path) {
+			t.Fatalf("split(%q, decoded).clean = %v, cleanPath = %q", path, ps.clean, muxCleanPath(path))
 		}
 		p, err := compilePattern(pattern)
 		if err != nil {
@@ -113,16 +128,14 @@ func FuzzPattern(f *testing.F) {
 		}
 		check := func(path string) (Captures, bool) {
 			c1, ok1 := p.Match(path)
-			var ps pathSegs
-			var c2 Captures
-			ok2 := ps.split(path) && p.matchSegs(&ps, &c2)
+			c2, ok2 := refMatch(p, path)
 			if ok1 != ok2 {
-				t.Fatalf("%q vs %q: Match = %v, matchSegs = %v", pattern, path, ok1, ok2)
+				t.Fatalf("%q vs %q: Match = %v, ServeMux's rules say %v", pattern, path, ok1, ok2)
 			}
 			if ok1 {
 				for i := 0; i < c1.Len(); i++ {
-					if c1.Value(i) != c2.Value(i) || c1.Value(i) == "" {
-						t.Fatalf("%q vs %q: capture %d: %q vs %q", pattern, path, i, c1.Value(i), c2.Value(i))
+					if c1.Value(i) != c2[i] {
+						t.Fatalf("%q vs %q: capture %d: %q, ServeMux's rules say %q", pattern, path, i, c1.Value(i), c2[i])
 					}
 				}
 			}
@@ -136,13 +149,13 @@ func FuzzPattern(f *testing.F) {
 			b.WriteByte('/')
 			switch seg.kind {
 			case segLiteral:
-				b.WriteString(seg.lit)
+				b.WriteString(url.PathEscape(seg.lit))
 			case segStar:
 				b.WriteString("s" + strconv.Itoa(i))
 			case segCapture:
-				v := "v" + strconv.Itoa(i)
+				v := "v/" + strconv.Itoa(i)
 				want[p.names[seg.idx]] = v
-				b.WriteString(v)
+				b.WriteString(url.PathEscape(v))
 			case segRest:
 				b.WriteString("r/s/t")
 			}
@@ -161,9 +174,68 @@ func FuzzPattern(f *testing.F) {
 			}
 		}
 		if !strings.ContainsAny(pattern, "*{") {
-			if _, ok := check(pattern); !ok {
+			if _, ok := check((&url.URL{Path: pattern}).EscapedPath()); !ok {
 				t.Fatalf("literal pattern %q does not match itself", pattern)
 			}
 		}
 	})
+}
+
+// refMatch is how ServeMux (net/http/routing_tree.go, matchPath) would
+// match path against the mux pattern that p stands for ("*" and {name}
+// for single wildcards, "/" for "/{$}", and "/a/**" for the two patterns
+// "/a" and "/a/{rest...}"), written as a plain walk over p's segments. A
+// path the mux would redirect never reaches the tree. It returns the
+// values of p's variables in order.
+func refMatch(p *Pattern, path string) ([]string, bool) {
+	if path == "" || path[0] != '/' || muxCleanPath(path) != path {
+		return nil, false
+	}
+	vals := make([]string, len(p.names))
+	if len(p.segs) == 0 { // "/{$}"
+		seg, rest := muxFirstSegment(path)
+		return vals, seg == "/" && rest == ""
+	}
+	rest := path
+	for _, s := range p.segs {
+		if s.kind == segRest {
+			return vals, true // "/a" (rest == "") or "/a/{rest...}"
+		}
+		if rest == "" {
+			return nil, false
+		}
+		var seg string
+		seg, rest = muxFirstSegment(rest)
+		switch s.kind {
+		case segLiteral:
+			if seg != s.lit {
+				return nil, false
+			}
+		case segStar, segCapture:
+			if seg == "/" {
+				return nil, false
+			}
+			if s.kind == segCapture {
+				vals[s.idx] = seg
+			}
+		}
+	}
+	return vals, rest == ""
+}
+
+// muxFirstSegment is ServeMux's firstSegment (routing_tree.go).
+func muxFirstSegment(path string) (seg, rest string) {
+	if path == "/" {
+		return "/", ""
+	}
+	path = path[1:]
+	i := strings.IndexByte(path, '/')
+	if i < 0 {
+		i = len(path)
+	}
+	u, err := url.PathUnescape(path[:i])
+	if err != nil {
+		u = path[:i]
+	}
+	return u, path[i:]
 }

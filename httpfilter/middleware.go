@@ -3,7 +3,6 @@ package httpfilter
 import (
 	"encoding/json"
 	"net/http"
-	"path"
 	"strconv"
 )
 
@@ -66,8 +65,36 @@ const problemJSON = "application/problem+json"
 //	 "detail":"invalid tenant id in path variable {orgId}: not valid UTF-8",
 //	 "sla":"put-product"}
 //
-// The path is matched cleaned (as by [path.Clean]), so "//" or "/./"
-// cannot dodge an SLA.
+// # Which requests an SLA sees
+//
+// The filter decides on the path and the method that net/http's ServeMux
+// (Go 1.22 and later) routes, whether it wraps the whole mux or one handler
+// registered on it, so that what it charges is what the mux serves:
+//
+//   - The path is matched escaped, segment by segment, each segment decoded
+//     on its own (see [Pattern]): "/v1/organizations/beta%2Fx/product/1"
+//     charges tenant "beta/x", the r.PathValue("orgId") its handler gets,
+//     and "/v1/organizations/acme/product/1%2F2" is acme's.
+//   - HEAD is charged as GET (to the SLAs that name GET, in GET's
+//     counters) unless an SLA that names HEAD matches the request: ServeMux
+//     serves HEAD with the GET handler unless a HEAD pattern matches.
+//   - A path the mux would redirect to its clean form ("//", a "." or ".."
+//     segment; the mux keeps a trailing slash, and "%2E" is not a dot) is
+//     never served by a mux handler, so it is never charged. When that path,
+//     as it is or cleaned, matches an SLA, the filter answers with the mux's
+//     own redirect (307 to the clean path; an empty ServeMux writes it)
+//     without calling next, so that a router that would serve such a path
+//     cannot be used to dodge the SLA. CONNECT paths are matched as they
+//     are, as the mux does; but one with "//" that matches an SLA is
+//     refused with 400, as the mux would give its handler shifted path
+//     values (the tenant of another segment).
+//   - A trailing slash is part of the path: "/v1/organizations/acme/product/1/"
+//     does not match ".../product/*" (nor the mux pattern
+//     ".../product/{id}"). A "**" pattern matches with and without it.
+//
+// Behind a router with other rules (one that ignores trailing slashes or
+// case, or decodes "%2F" before splitting), wrap the handlers the router
+// picks rather than the router, after it has rewritten the path.
 func (f *Filter) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.serveHTTP(w, r, next)
@@ -81,10 +108,32 @@ func (f *Filter) serveHTTP(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	s := f.pool.Get().(*scratch)
-	ms := c.lim.MatchHTTP(r.Method, cleanPath(r.URL.Path), s.matches[:0])
+	// r.URL.Path is decoded; when RawPath is empty, the escaped path is
+	// its default encoding, whose segments decode to Path's: split Path.
+	// Otherwise the escaped form matters ("%2F" in a segment).
+	p, escaped := r.URL.Path, false
+	if r.URL.RawPath != "" {
+		p, escaped = r.URL.EscapedPath(), true
+	}
+	if !s.path.split(p, escaped) {
+		f.pool.Put(s)
+		next.ServeHTTP(w, r) // "*" (OPTIONS) or an authority (CONNECT): no pattern matches
+		return
+	}
+	if !s.path.clean && r.Method != "CONNECT" && f.redirectUnclean(w, r, c, s) {
+		f.pool.Put(s)
+		return
+	}
+	ms := c.lim.matchSplit(r.Method, &s.path, s.matches[:0])
 	if len(ms) == 0 {
 		f.pool.Put(s)
 		next.ServeHTTP(w, r)
+		return
+	}
+	if s.path.empty { // CONNECT with "//": see reqpath.go
+		id := ms[0].SLA.ID
+		f.pool.Put(s)
+		writeProblem(w, http.StatusBadRequest, `a CONNECT path with an empty segment ("//") cannot be matched reliably`, id)
 		return
 	}
 	tenants := s.tenants[:0]
@@ -141,38 +190,27 @@ func setRateLimitHeaders(h http.Header, blk *hdrBlock) {
 	h[hdrRateLimit] = v[vRateLimit : vRateLimit+1 : vRateLimit+1]
 }
 
-// cleanPath returns p cleaned like path.Clean, without the cost of
-// path.Clean for the usual path that is already clean (no "//", no "." or
-// ".." segment, no trailing "/").
-func cleanPath(p string) string {
-	if p == "" || p[0] != '/' {
-		return p // "*" (OPTIONS) or an authority (CONNECT): no pattern matches
+// redirectUnclean handles a request whose path ServeMux would redirect to
+// its clean form (s.path, split and not clean): if that path, as it is or
+// cleaned, matches an SLA, it answers with the mux's redirect and reports
+// true. Otherwise s.path is left split from a path that matches no SLA,
+// and the request goes on.
+func (f *Filter) redirectUnclean(w http.ResponseWriter, r *http.Request, c *compiled, s *scratch) bool {
+	ep := r.URL.EscapedPath()
+	cleaned := muxCleanPath(ep)
+	if cleaned == ep {
+		s.path.clean = true // never happens: split and cleanPath agree (FuzzServeMux)
+		return false
 	}
-	for i := 0; i < len(p); i++ {
-		if p[i] != '/' {
-			continue
-		}
-		if i+1 == len(p) {
-			if i > 0 {
-				return path.Clean(p) // trailing "/"
-			}
-			return p
-		}
-		switch p[i+1] {
-		case '/':
-			return path.Clean(p)
-		case '.':
-			// "/." or "/.." as a whole segment
-			j := i + 2
-			if j < len(p) && p[j] == '.' {
-				j++
-			}
-			if j == len(p) || p[j] == '/' {
-				return path.Clean(p)
-			}
+	if len(c.lim.matchSplit(r.Method, &s.path, s.matches[:0])) == 0 {
+		if !s.path.split(cleaned, true) || len(c.lim.matchSplit(r.Method, &s.path, s.matches[:0])) == 0 {
+			return false
 		}
 	}
-	return p
+	// An empty ServeMux redirects every path that is not clean, as the
+	// application's mux would: same status, same Location.
+	f.redirect.ServeHTTP(w, r)
+	return true
 }
 
 // httpTenant resolves the tenant of an HTTP request for this SLA.

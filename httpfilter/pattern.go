@@ -21,8 +21,8 @@ const (
 // "/v1/organizations/{orgId}/product/*". Segments are separated by "/":
 //
 //   - a literal segment ("product") matches exactly that segment (case-sensitive);
-//   - "*" matches exactly one non-empty segment;
-//   - "{name}" matches exactly one non-empty segment and captures it as name;
+//   - "*" matches exactly one segment;
+//   - "{name}" matches exactly one segment and captures it as name;
 //   - "**" matches the rest of the path, whatever it is, including nothing
 //     ("/v1/**" matches "/v1", "/v1/" and "/v1/a/b"); it may only be the last
 //     segment.
@@ -31,13 +31,23 @@ const (
 // "/"), the dot segments "." and "..", and the characters "?", "#" and "%"
 // are not allowed in a pattern: a pattern is compared with decoded path
 // segments, so a literal is written decoded ("café", not "caf%C3%A9"),
-// and it never sees the query or the fragment. A request path with an
-// empty segment where a segment is expected does not match: callers should
-// pass a cleaned path (see [path.Clean]).
+// and it never sees the query or the fragment.
 //
-// Matching compares the pattern against the path as given (for net/http, the
-// decoded r.URL.Path). It does not allocate: captured values are substrings
-// of the path, returned in a fixed-size [Captures].
+// A path is matched the way net/http's ServeMux (Go 1.22 and later) routes
+// it, so that a middleware in front of a ServeMux charges what the mux
+// serves: the path is the escaped one (r.URL.EscapedPath(); a path without
+// "%" is its own escaped form), it is split at "/", and each segment is
+// decoded on its own before it is compared or captured. "%2F" inside a
+// segment stays inside it: "/o/a%2Fb/p" has the three segments "o", "a/b"
+// and "p", and {name} captures "a/b", what r.PathValue returns. As in
+// ServeMux, "*" and "{name}" never match a trailing slash or a segment that
+// decodes to "/" alone ("%2F"), and the pattern "/" also matches "/%2F". A
+// path ServeMux would redirect (one with "//", or a "." or ".." segment;
+// "%2E" is not a dot) never matches.
+//
+// Matching does not allocate, except to decode a captured segment that
+// holds %-escapes; other captured values are substrings of the path,
+// returned in a fixed-size [Captures].
 //
 // The zero value matches nothing; use [CompilePattern]. A Pattern is
 // immutable and safe for concurrent use.
@@ -72,9 +82,9 @@ type segment struct {
 	pos  uint8  // position of the segment in the path
 }
 
-// Captures holds the values of a pattern's {name} variables for one match.
-// Values are substrings of the matched path. The zero value holds no
-// captures. A Captures is a plain value; copy it freely.
+// Captures holds the values of a pattern's {name} variables for one match:
+// decoded path segments. The zero value holds no captures. A Captures is a
+// plain value; copy it freely.
 type Captures struct {
 	names []string // the pattern's names; shared, never modified
 	vals  [MaxCaptures]string
@@ -253,8 +263,9 @@ func (p *Pattern) Index(name string) int {
 	return -1
 }
 
-// Match reports whether path matches the pattern and returns the captured
-// variables. It does not allocate.
+// Match reports whether path, an escaped path such as r.URL.EscapedPath()
+// returns, matches the pattern, and returns the captured variables. See
+// [Pattern] for the rules.
 func (p *Pattern) Match(path string) (Captures, bool) {
 	var c Captures
 	ok := p.match(path, &c)
@@ -267,114 +278,53 @@ func (p *Pattern) Matches(path string) bool {
 	return p.match(path, &c)
 }
 
-// match fills c (which must be zero or reused by the caller) and reports
-// whether path matches. On failure c's values are unspecified.
 func (p *Pattern) match(path string, c *Captures) bool {
-	if p == nil || p.src == "" || len(path) == 0 || path[0] != '/' {
+	if p == nil || p.src == "" {
 		return false
 	}
-	c.names = p.names
-	if len(p.segs) == 0 { // the pattern "/"
-		return path == "/"
-	}
-	rest := path[1:]
-	more := true // whether a segment remains in rest (possibly empty)
-	for i := range p.segs {
-		s := &p.segs[i]
-		if s.kind == segRest {
-			return true
-		}
-		if !more {
-			return false
-		}
-		var seg string
-		if j := strings.IndexByte(rest, '/'); j >= 0 {
-			seg, rest = rest[:j], rest[j+1:]
-		} else {
-			seg, rest, more = rest, "", false
-		}
-		switch s.kind {
-		case segLiteral:
-			if seg != s.lit {
-				return false
-			}
-		case segStar:
-			if seg == "" {
-				return false
-			}
-		case segCapture:
-			if seg == "" {
-				return false
-			}
-			c.vals[s.idx] = seg
-		}
-	}
-	return !more
+	var ps pathSegs
+	return ps.split(path, true) && ps.clean && p.matchSegs(&ps, c)
 }
 
-// pathSegs is a request path split into its segments once, so that many
-// patterns can be tried against it with a count check and a few string
-// compares each. It lives on the caller's stack.
-type pathSegs struct {
-	n    int // number of segments, at most maxPatternSegments+1
-	segs [maxPatternSegments]string
-}
-
-// split fills ps from path and reports whether path starts with "/". "/" has
-// one empty segment; counting stops past maxPatternSegments (no pattern
-// without "**" has that many, and a "**" pattern reads fewer).
-func (ps *pathSegs) split(path string) bool {
-	if len(path) == 0 || path[0] != '/' {
-		return false
-	}
-	rest := path[1:]
-	ps.n = 0
-	for {
-		j := strings.IndexByte(rest, '/')
-		seg := rest
-		if j >= 0 {
-			seg = rest[:j]
-		}
-		if ps.n == len(ps.segs) {
-			ps.n++ // too many segments: only the count matters now
-			return true
-		}
-		ps.segs[ps.n] = seg
-		ps.n++
-		if j < 0 {
-			return true
-		}
-		rest = rest[j+1:]
-	}
-}
-
-// matchSegs is match on a split path; the two must agree (FuzzPattern
-// checks it).
+// matchSegs reports whether the split path matches, and fills c (which
+// must be zero or reused by the caller; on failure its values are
+// unspecified). It matches ps as it is: the caller decides what to do with
+// a path that is not clean. FuzzPattern holds it against a transcription of
+// ServeMux's matching, FuzzServeMux against ServeMux itself.
 func (p *Pattern) matchSegs(ps *pathSegs, c *Captures) bool {
 	if p.rest {
 		if ps.n < p.nsegs {
 			return false
 		}
 	} else if ps.n != p.nsegs {
-		if p.nsegs == 0 && p.src == "/" { // the pattern "/" matches only the path "/"
-			return ps.n == 1 && ps.segs[0] == ""
+		if p.nsegs == 0 && p.src == "/" { // the pattern "/": ServeMux's "/{$}"
+			return ps.n == 1 && ps.segs[0] == slashSeg
 		}
 		return false
 	}
 	for i := range p.lits {
-		if ps.segs[p.lits[i].pos] != p.lits[i].lit {
+		l := &p.lits[i]
+		if ps.pct&(1<<l.pos) != 0 {
+			if !unescapedEqual(ps.segs[l.pos], l.lit) {
+				return false
+			}
+		} else if ps.segs[l.pos] != l.lit {
 			return false
 		}
 	}
 	for i := range p.wilds {
-		if ps.segs[p.wilds[i].pos] == "" {
+		if ps.segs[p.wilds[i].pos] == slashSeg {
 			return false
 		}
 	}
 	c.names = p.names
 	for i := range p.wilds {
 		if w := &p.wilds[i]; w.kind == segCapture {
-			c.vals[w.idx] = ps.segs[w.pos]
+			v := ps.segs[w.pos]
+			if ps.pct&(1<<w.pos) != 0 {
+				v = pathUnescape(v)
+			}
+			c.vals[w.idx] = v
 		}
 	}
 	return true

@@ -76,13 +76,29 @@ func TestPatternMatch(t *testing.T) {
 		{"/v1/organizations/{orgId}/product/*", "/v1/organizations/acme/product", false, ""},
 		{"/v1/organizations/{orgId}/product/*", "/v1/organizations/acme/products/42", false, ""},
 		{"/o/{org}/p/{id}", "/o/acme/p/7", true, "org=acme,id=7"},
-		{"/o/{org}/p/{id}", "/o/a%2Fb/p/7", true, "org=a%2Fb,id=7"},
+		// Escaped paths, segment by segment, as ServeMux matches them.
+		{"/o/{org}/p/{id}", "/o/a%2Fb/p/7", true, "org=a/b,id=7"},
+		{"/o/{org}/p/{id}", "/o/acme/p/1%2f2", true, "org=acme,id=1/2"},
+		{"/o/{org}/p/{id}", "/o/acme/p%2F7", false, ""},
+		{"/o/{org}/p/{id}", "/o/acme/p/%2F", false, ""}, // a lone %2F is a slash to the mux
+		{"/o/{org}/p/{id}", "/o/%2e%2e/p/7", true, "org=..,id=7"},
+		{"/o/{org}/p/{id}", "/o/x/../acme/p/7", false, ""}, // redirected by the mux
+		{"/o/{org}/p/{id}", "/o/./p/7", false, ""},
+		{"/o/{org}/p/{id}", "/o/%zz/p/7", true, "org=%zz,id=7"}, // invalid escape: kept
+		{"/o/{org}/p/{id}", "/o/a%20b/p/%C3%A9", true, "org=a b,id=\u00e9"},
+		{"/org", "/%6Frg", true, ""},
+		{"/a b", "/a%20b", true, ""},
+		{"/", "/%2F", true, ""},
+		{"/", "/%2F/", false, ""},
 		{"/**", "/", true, ""},
 		{"/**", "/a/b/c", true, ""},
 		{"/**", "", false, ""},
 		{"/v1/**", "/v1", true, ""},
 		{"/v1/**", "/v1/", true, ""},
-		{"/v1/**", "/v1/a/b//c", true, ""},
+		{"/v1/**", "/v1/a/b/c/", true, ""},
+		{"/v1/**", "/v1/a/b//c", false, ""}, // redirected by the mux
+		{"/v1/**", "/v1%2Fa", false, ""},
+		{"/v1/**", "/v1/%2F", true, ""},
 		{"/v1/**", "/v2/a", false, ""},
 		{"/v1/**", "/v10", false, ""},
 		{"/{t}/**", "/acme", true, "t=acme"},

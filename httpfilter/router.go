@@ -5,6 +5,8 @@ package httpfilter
 var methodNames = [...]string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"}
 
 const (
+	getSlot     = 0
+	headSlot    = 1
 	otherMethod = len(methodNames) // slot for extension methods (PROPFIND, ...)
 	numSlots    = otherMethod + 1
 	allMethods  = uint16(1)<<numSlots - 1
@@ -45,8 +47,9 @@ type Match struct {
 }
 
 // PathTenant returns the tenant taken from the path when the SLA's tenant
-// source is a path variable: ("", false) for other sources. A match always
-// captures a non-empty value.
+// source is a path variable: ("", false) for other sources. The value is
+// the decoded segment, what r.PathValue returns; it is empty only for a
+// CONNECT request whose path has "//" (ServeMux matches those as they are).
 func (m *Match) PathTenant() (string, bool) {
 	if m.SLA == nil || m.SLA.Tenant.Kind != TenantPath {
 		return "", false
@@ -60,6 +63,12 @@ func (m *Match) PathTenant() (string, bool) {
 // scans one slot's list; each pattern costs a segment-count check and
 // usually one string compare to reject, so this stays cheap for the tens of
 // SLAs a service has (see BenchmarkLimitsMatchHTTP).
+//
+// HEAD is routed as ServeMux routes it: a request is served by a HEAD
+// handler when one matches, otherwise by the GET handler. So the HEAD list
+// also holds the SLAs that name GET but not HEAD, and they apply to a HEAD
+// request unless an SLA that names HEAD matches it too (see
+// Limits.MatchHTTP).
 type router struct {
 	http [numSlots][]*SLA
 	grpc []*SLA
@@ -77,7 +86,7 @@ func buildRouter(slas []SLA) router {
 			continue
 		}
 		for slot := 0; slot < numSlots; slot++ {
-			if s.methods&(1<<slot) != 0 {
+			if s.methods&(1<<slot) != 0 || slot == headSlot && s.headAsGET() {
 				r.http[slot] = append(r.http[slot], s)
 			}
 		}
@@ -85,25 +94,64 @@ func buildRouter(slas []SLA) router {
 	return r
 }
 
+// namesHEAD reports whether the SLA lists HEAD in its methods (an SLA
+// without methods matches HEAD without naming it).
+func (s *SLA) namesHEAD() bool { return s.Methods != nil && s.methods&(1<<headSlot) != 0 }
+
+// headAsGET reports whether the SLA applies to HEAD requests only as GET
+// ones: it names GET but not HEAD.
+func (s *SLA) headAsGET() bool {
+	return s.methods&(1<<getSlot) != 0 && s.methods&(1<<headSlot) == 0
+}
+
 // MatchHTTP appends to dst every enabled HTTP SLA that matches the request,
 // in file order, and returns the extended slice. Every match applies: a
 // request is admitted only if all of them admit it. With a dst of enough
-// capacity it does not allocate. path is the request's path (r.URL.Path),
-// preferably cleaned.
+// capacity it does not allocate (except to decode a captured segment that
+// holds %-escapes).
+//
+// path is the escaped path, r.URL.EscapedPath() (a path without "%" is its
+// own escaped form), matched segment by segment as ServeMux routes it (see
+// [Pattern]). A path ServeMux would redirect (not clean: "//", a "." or
+// ".." segment) matches nothing, except for CONNECT, which ServeMux routes
+// as it is. A HEAD request matches the SLAs that match HEAD; unless one of
+// them names HEAD in its methods, it also matches those that name GET, as
+// ServeMux serves HEAD with the GET handler when no HEAD handler matches.
 func (l *Limits) MatchHTTP(method, path string, dst []Match) []Match {
-	cands := l.router.http[methodIndex(method)]
+	var ps pathSegs
+	if !ps.split(path, true) || !ps.clean && method != "CONNECT" {
+		return dst
+	}
+	return l.matchSplit(method, &ps, dst)
+}
+
+// matchSplit is MatchHTTP on a split path, clean or not.
+func (l *Limits) matchSplit(method string, ps *pathSegs, dst []Match) []Match {
+	slot := methodIndex(method)
+	cands := l.router.http[slot]
 	if len(cands) == 0 {
 		return dst
 	}
-	var ps pathSegs
-	if !ps.split(path) {
-		return dst
-	}
+	start := len(dst)
+	named := false // HEAD: an SLA naming HEAD matched
 	var c Captures // reused: a successful match sets every value it has
 	for _, s := range cands {
-		if s.Pattern.matchSegs(&ps, &c) {
+		if s.Pattern.matchSegs(ps, &c) {
 			dst = append(dst, Match{SLA: s, Captures: c})
+			named = named || slot == headSlot && s.namesHEAD()
 		}
+	}
+	if named {
+		// The HEAD handler serves the request: the SLAs that apply to
+		// HEAD only as GET do not.
+		keep := dst[:start]
+		for _, m := range dst[start:] {
+			if m.SLA.methods&(1<<headSlot) != 0 {
+				keep = append(keep, m)
+			}
+		}
+		clear(dst[len(keep):])
+		dst = keep
 	}
 	return dst
 }

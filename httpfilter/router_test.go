@@ -115,3 +115,49 @@ slas:
 		t.Error("SLA(missing) != nil")
 	}
 }
+
+// TestMatchHTTPHeadAsGET: a HEAD request matches the SLAs naming GET, as
+// ServeMux serves it with the GET handler, unless an SLA naming HEAD
+// matches it too (the mux then serves it with the HEAD handler).
+func TestMatchHTTPHeadAsGET(t *testing.T) {
+	l := mustParse(t, y(`
+slas:
+  - id: all
+    match: {pathPattern: "/v1/**"}
+    noTenant: shared
+    tenant: none
+    tiers: [{period: 60, threshold: 10000}]
+  - id: get-product
+    match: {methods: [GET, POST], pathPattern: "/v1/{org}/product/*"}
+    tiers: [{period: 10, threshold: 1000}]
+  - id: head-product
+    match: {methods: [HEAD], pathPattern: "/v1/{org}/product/{id}/meta"}
+    tenant: {fromPath: org}
+    tiers: [{period: 10, threshold: 1000}]
+  - id: get-orders
+    match: {methods: [GET], pathPattern: "/v1/{org}/orders/*"}
+    tiers: [{period: 10, threshold: 1000}]
+  - id: head-orders
+    match: {methods: [HEAD, DELETE], pathPattern: "/v1/{org}/orders/*"}
+    tiers: [{period: 10, threshold: 1000}]
+`))
+	for _, c := range []struct {
+		method, path string
+		want         []string
+	}{
+		{"HEAD", "/v1/acme/product/1", []string{"all", "get-product"}},       // GET's SLA
+		{"HEAD", "/v1/acme/product/1/meta", []string{"all", "head-product"}}, // its own
+		{"HEAD", "/v1/acme/orders/1", []string{"all", "head-orders"}},        // its own, not GET's
+		{"GET", "/v1/acme/orders/1", []string{"all", "get-orders"}},
+		{"POST", "/v1/acme/orders/1", []string{"all"}},
+		{"HEAD", "/v2/acme/product/1", nil},
+	} {
+		if got := ids(l.MatchHTTP(c.method, c.path, nil)); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("MatchHTTP(%s %s) = %v, want %v", c.method, c.path, got, c.want)
+		}
+	}
+	// SLA.MatchHTTP compares the method as it is.
+	if _, ok := l.SLA("get-product").MatchHTTP("HEAD", "/v1/acme/product/1"); ok {
+		t.Error("SLA.MatchHTTP matched HEAD to a GET SLA")
+	}
+}
