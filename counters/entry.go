@@ -30,6 +30,21 @@ type Slot struct {
 	Granted   int64
 	HasGrant  bool
 	GrantedAt int64
+	// Carry says the grant stays valid into the next window (the owner said
+	// so), until the owner answers there. A carried grant carries once.
+	Carry bool
+	// GrantFrom and GrantFromIncarnation name the owner (and its run) that
+	// granted the lease; they are reported with it, so that a later owner
+	// can tell caps another owner granted from its own.
+	GrantFrom            string
+	GrantFromIncarnation uint64
+	// Spare is the owner's last word on budget this instance may still get
+	// (see Answer.Spare), and Informed says the grant was made knowing this
+	// instance's demand: the report it answered carried demand, or the
+	// owner let it carry into this window. An owner that answered a report
+	// without demand did not know this instance wanted more.
+	Spare    int64
+	Informed bool
 	// Epoch is opaque to this package: the node records in it the ring
 	// version under which the owner last acknowledged the slot, so that a
 	// new owner gets every count again after a membership change.
@@ -62,6 +77,7 @@ type Entry struct {
 	alg       Algorithm
 	cur, prev Slot
 	dead      bool // removed from the table; a Take that sees it retries
+	quiet     bool // moved into cur by the sync (AdvanceCarried), life not yet extended
 
 	lastUsed  atomic.Int64 // Unix ns of the last Take, for eviction
 	expiresAt atomic.Int64 // Unix ns after which the entry is of no use
@@ -79,36 +95,52 @@ func (e *Entry) matches(l *Limit) bool {
 		e.endpoint == l.Endpoint && e.method == l.Method
 }
 
-// roll moves the entry to the window holding now. A window that ended one
-// period ago becomes the previous one; older ones are dropped. A clock that
-// runs backwards (skew between callers) never rolls an entry back: such a
-// request is counted in the newest window.
+// roll moves the entry to the window holding now (see advance) and, since a
+// decision is using it, keeps the series alive until that window's end plus
+// a period and the table's grace.
+func (e *Entry) roll(now int64, t *Table) {
+	if e.advance(now, t) || e.quiet {
+		e.quiet = false
+		e.expiresAt.Store(e.cur.Start + 2*e.period + t.grace)
+	}
+}
+
+// advance moves the entry to the window holding now and reports whether it
+// moved. A window that ended one period ago becomes the previous one; older
+// ones are dropped. A clock that runs backwards (skew between callers) never
+// moves an entry back: such a request is counted in the newest window.
 //
-// A lease carries into the next window: a grant caps the instance's own
-// estimate (its own count, plus for sliding tiers its weighted previous
-// window), and the owner counts the carried cap for a member until that
-// member reports in the new window. It carries only if the ring has not
-// changed since the owner granted it (epoch), since a new owner would not
-// know it.
-func (e *Entry) roll(now int64, grace int64, epoch uint64) {
+// A lease carries into the next window when the owner said so (Slot.Carry)
+// and this instance heard from the owner shortly before the window began
+// (the table's ContactFunc): the grant caps the instance's own estimate
+// there too (its own count, plus for sliding tiers its weighted previous
+// window), and the owner reserves it until the instance reports in the new
+// window. It carries once; whatever owner the ring names then learns of it
+// with the first report.
+func (e *Entry) advance(now int64, t *Table) bool {
 	if now-e.cur.Start < e.period { // still in the current window (or skewed behind it): no division
-		return
+		return false
 	}
 	start := WindowStart(now, e.period)
 	if start <= e.cur.Start {
-		return
+		return false
 	}
 	next := Slot{Start: start}
 	if start == e.cur.Start+e.period {
 		e.prev = e.cur
-		if e.prev.HasGrant && e.prev.Epoch == epoch {
-			next.Granted, next.HasGrant, next.GrantedAt, next.Epoch = e.prev.Granted, true, e.prev.GrantedAt, epoch
+		if p := &e.prev; p.HasGrant && p.Carry {
+			if carry, _ := t.contactWith(e.hash, start); carry {
+				next.Granted, next.HasGrant, next.GrantedAt = p.Granted, true, p.GrantedAt
+				next.Informed = true // the owner let it carry knowing this instance's demand
+				next.GrantFrom, next.GrantFromIncarnation = p.GrantFrom, p.GrantFromIncarnation
+				next.Epoch = p.Epoch
+			}
 		}
 	} else {
 		e.prev = Slot{Start: start - e.period}
 	}
 	e.cur = next
-	e.expiresAt.Store(start + 2*e.period + grace)
+	return true
 }
 
 // weight returns the share of the previous window still inside the sliding
@@ -148,6 +180,8 @@ func (e *Entry) view(now int64, cost int64, members, index int) View {
 		PrevOwn:    weighted(e.prev.Own, w),
 		Granted:    e.cur.Granted,
 		HasGrant:   e.cur.HasGrant,
+		Informed:   e.cur.Informed,
+		Spare:      e.cur.Spare,
 	}
 }
 

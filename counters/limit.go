@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -17,7 +18,21 @@ var (
 	ErrTooManyLimits = errors.New("counters: more than MaxLimits limits in one request")
 	ErrBadCost       = errors.New("counters: cost must be >= 0, and cost times a limit's weight must fit in an int64")
 	ErrBadLimit      = errors.New("counters: limit has a period <= 0, a threshold < 0 or a weight < 0")
+	ErrBadKey        = errors.New("counters: limit's tenant, endpoint or method is not valid UTF-8, or together longer than MaxKeyBytes")
 )
+
+// MaxKeyBytes bounds the identity of a series (tenant, endpoint and method
+// together): a series must be able to travel to its owner, whose peers
+// refuse longer keys.
+const MaxKeyBytes = 1024
+
+// validIdentity reports whether l's series may be created: its identity is
+// valid UTF-8 (the peer protocol carries it as strings) and not longer than
+// MaxKeyBytes.
+func validIdentity(l *Limit) bool {
+	return len(l.Tenant)+len(l.Endpoint)+len(l.Method) <= MaxKeyBytes &&
+		utf8.ValidString(l.Tenant) && utf8.ValidString(l.Endpoint) && utf8.ValidString(l.Method)
+}
 
 // Limit is one tier of one SLA applied to one tenant: at most Threshold units
 // of cost per Period. Tenant, Endpoint, Method and Period identify its

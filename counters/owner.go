@@ -2,6 +2,7 @@ package counters
 
 import (
 	"maps"
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -17,11 +18,24 @@ type Report struct {
 	Own int64
 	// Demand is the cost the origin was offered since its previous report.
 	Demand int64
-	// Cap is the own count the origin may currently reach: its grant, or
-	// its static share when HasGrant is false. The owner must assume the
-	// origin can spend up to Cap until the answer to this report arrives.
+	// Cap is the own count the origin may currently reach: its grant when
+	// HasGrant is set, else its static share if it is falling back to it,
+	// else its own count. The owner must assume the origin can spend up to
+	// Cap until the answer to this report arrives.
 	Cap      int64
 	HasGrant bool
+	// Carry says the grant the origin holds carries into the next window.
+	Carry bool
+	// CapFrom and CapFromIncarnation name the owner (and its run) that
+	// granted Cap ("" without a grant).
+	CapFrom            string
+	CapFromIncarnation uint64
+	// Stray says the key is not this owner's in its own view of the
+	// membership: the origin's view differs (one of the two has not seen a
+	// change yet). The owner adds the counts up but grants nothing, since
+	// the owner of its view may be granting too; the origin keeps what it
+	// holds until the views agree. Set by the receiver, never sent.
+	Stray bool
 	// KnownGlobal and KnownAcked are the last global total the origin
 	// learnt for the window and the part of its own count that total
 	// included; KnownFrom and KnownFromIncarnation the owner (and its run)
@@ -40,6 +54,17 @@ type Answer struct {
 	// Grant, when HasGrant is set, is the own count the origin may reach.
 	Grant    int64
 	HasGrant bool
+	// Carry says the grant stays valid into the next window until the
+	// origin reports there (the owner reserves it meanwhile). The owner
+	// lets the grants of origins that admitted something in the window
+	// carry, so that a busy origin does not wait at every window start.
+	Carry bool
+	// Spare is budget the origin may still get at its next reports, as the
+	// owner sees it: what no origin is expected to need before the window
+	// ends, and what is held back for a sync interval after a membership
+	// change. While Spare > 0, an origin that spent its grant should wait
+	// for its next answer rather than refuse.
+	Spare int64
 }
 
 // OwnerConfig configures an Owner.
@@ -66,11 +91,46 @@ type OwnerConfig struct {
 	Self            string
 	SelfIncarnation uint64
 	// Settle is how long after a membership change this owner assumes that
-	// a reachable member that has not reported yet in a window may hold a
-	// cap granted by another owner: meanwhile no cap grows. A member that
-	// holds a cap in a window had traffic in it, so it reports within a
-	// sync interval; set Settle to a few sync intervals. Default 2 s.
+	// a reachable member that has not reported yet in a window it took over
+	// may hold a cap another owner granted. A member that holds a cap in a
+	// window reports it within a sync interval; set Settle to a few sync
+	// intervals. Default 2 s.
 	Settle time.Duration
+	// Interval is the members' sync interval: how often an origin with
+	// traffic reports. The owner measures an origin's first demand in a
+	// window over it, and lets an origin's rate decay over five intervals
+	// once its demand stops. Default 200 ms.
+	Interval time.Duration
+	// Contact is how long a member stays in contact after the newest answer
+	// of this owner that it acknowledged was sent (see Owner.Hello). A
+	// member out of contact is reserved what it may spend without asking:
+	// what it holds, and its static share in windows that began after it
+	// lost contact (members fall back to their static share only then; see
+	// FallbackAfter). It must cover a sync interval, a slow call and the
+	// next interval. Default 2 s.
+	Contact time.Duration
+}
+
+// Contact timing of the lease policy, from an owner's OwnerConfig.Contact.
+// An owner reserves for a member what the member may spend without asking,
+// and these rules make the member's side always the smaller:
+//
+//   - CarryWithin: a member carries a grant into a window only if it heard
+//     from the owner within this time before the window began. An owner
+//     reserves a carried grant for a member whose acknowledgements reached
+//     it within CarryWithin plus Contact before the window began (a member
+//     acknowledges an answer at most Contact after the answer was sent).
+//   - FallbackAfter: a member without a grant falls back to its static share
+//     in a window only if it has heard nothing from the owner since this
+//     long before the window began. An owner reserves the static share of a
+//     member whose acknowledgements stopped Contact before the window began,
+//     which always comes first; the extra margin covers members' views of
+//     the membership starting at different times.
+func CarryWithin(contact time.Duration) time.Duration { return contact }
+
+// FallbackAfter: see CarryWithin.
+func FallbackAfter(contact time.Duration) time.Duration {
+	return contact + max(time.Second, contact/2)
 }
 
 // Owner aggregates, for the windows whose series this instance owns, the
@@ -84,11 +144,13 @@ type OwnerConfig struct {
 // report never counts twice, and an origin that restarts (a new incarnation)
 // adds to what its previous run admitted.
 type Owner struct {
-	mu      sync.Mutex
-	cfg     OwnerConfig
-	windows map[Key]*ownerWindow
-	members ownerMembers
-	dropped uint64
+	mu       sync.Mutex
+	cfg      OwnerConfig
+	windows  map[Key]*ownerWindow
+	members  ownerMembers
+	contacts map[string]*contact
+	view     uint64 // ViewDigest of the alive members
+	dropped  uint64
 }
 
 type ownerMembers struct {
@@ -138,20 +200,38 @@ type ownerWindow struct {
 	threshold int64
 	alg       Algorithm
 	expires   int64
-	created   int64          // when this owner first heard of the window (Unix ns)
+	created   int64 // when this owner first heard of the window (Unix ns)
+	// inherited says a membership change came during the window (or within
+	// Settle before it) and before this owner first heard of it: another
+	// owner may have granted caps in it that this one learns only as
+	// members report. A member reporting a cap another owner granted in the
+	// window says the same (see grant).
+	inherited bool
 	origins   []*originState // few: one per instance
 }
 
 type originState struct {
 	name        string
 	incarnation uint64
-	base        int64 // own counts of earlier incarnations
-	own         int64 // current incarnation's largest cumulative count
-	rate        float64
+	base        int64   // own counts of earlier incarnations
+	own         int64   // current incarnation's largest cumulative count
+	rate        float64 // demand per ns, smoothed (see Report)
+	instant     float64 // demand per ns since the last report (an interval at least)
 	lastSeen    int64
 	held        int64 // cap the origin reported holding
+	heldGrant   bool  // that cap is a grant (not its count or static share)
+	heldCarry   bool  // and whether that cap carries into the next window
 	given       int64 // cap the owner last granted
 	hasGiven    bool
+	carry       bool   // the last grant carries into the next window
+	givenSeq    uint64 // the number of the answer that carried it (Hello)
+	hadShare    bool   // a grant beyond its count was given in this window
+	// foreignCap is the smallest cap granted by another owner that the
+	// origin reported holding in this window (hasForeign says there was
+	// one): what a previous owner had given it, which bounds what that
+	// owner could have given everyone else.
+	foreignCap int64
+	hasForeign bool
 	// What the origin last knew from another owner: the others' total
 	// (KnownGlobal - KnownAcked), its own part (KnownAcked), and from whom.
 	snapOthers, snapOwn int64
@@ -161,14 +241,38 @@ type originState struct {
 
 func (o *originState) total() int64 { return o.base + o.own }
 
-// capNow is the most the origin may have admitted by the time it hears
-// from the owner again.
-func (o *originState) capNow() int64 {
-	c := o.held
-	if o.hasGiven && o.given > c {
-		c = o.given
+// capNow is the most the origin may admit before it hears from this owner
+// again: the cap it holds. Until it acknowledges the answer that carried
+// the last grant, that is the larger of the grant and the cap it last
+// reported holding; once it has, the grant. The lock must be held.
+func (o *Owner) capNow(s *originState) int64 {
+	if o.received(s) {
+		return s.given
+	}
+	c := s.held
+	if s.hasGiven && s.given > c {
+		c = s.given
 	}
 	return c
+}
+
+// carries reports whether the origin may hold a cap that carries into the
+// next window. The lock must be held.
+func (o *Owner) carries(s *originState) bool {
+	if o.received(s) {
+		return s.carry
+	}
+	return s.carry || s.heldCarry
+}
+
+// received reports whether the origin acknowledged the answer that carried
+// its last grant. The lock must be held.
+func (o *Owner) received(s *originState) bool {
+	if !s.hasGiven || s.name == o.cfg.Self {
+		return s.hasGiven // this owner's own grants arrive at once
+	}
+	c := o.contacts[s.name]
+	return c != nil && c.ackSeq >= s.givenSeq && c.ackSeq-s.givenSeq < 1<<62
 }
 
 // NewOwner returns an empty owner.
@@ -185,7 +289,13 @@ func NewOwner(cfg OwnerConfig) *Owner {
 	if cfg.Settle <= 0 {
 		cfg.Settle = 2 * time.Second
 	}
-	return &Owner{cfg: cfg, windows: make(map[Key]*ownerWindow)}
+	if cfg.Contact <= 0 {
+		cfg.Contact = 2 * time.Second
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 200 * time.Millisecond
+	}
+	return &Owner{cfg: cfg, windows: make(map[Key]*ownerWindow), contacts: map[string]*contact{}}
 }
 
 // SetMembers tells the owner, at now, who can spend budget: alive are the
@@ -215,6 +325,8 @@ func (o *Owner) SetMembers(now time.Time, alive []string, gone map[string]int64)
 		m.changedAt = now.UnixNano()
 	}
 	o.members = m
+	o.view = ViewDigest(alive)
+	o.seeMembers(now.UnixNano(), alive)
 	o.mu.Unlock()
 }
 
@@ -230,46 +342,78 @@ func (o *Owner) Report(now time.Time, origin string, incarnation uint64, r *Repo
 			o.dropped++
 			return Answer{Global: r.Own}
 		}
-		w = &ownerWindow{expires: r.Key.WindowStart + 2*int64(r.Key.Period) + int64(o.cfg.Grace), created: nowNs}
+		w = &ownerWindow{
+			expires:   r.Key.WindowStart + 2*int64(r.Key.Period) + int64(o.cfg.Grace),
+			created:   nowNs,
+			inherited: o.members.changedAt > r.Key.WindowStart-int64(o.cfg.Settle),
+		}
 		o.windows[r.Key] = w
 	}
 	w.threshold, w.alg = r.Threshold, r.Algorithm
 	fresh := w.find(origin) == nil
 	st := w.origin(origin)
+
 	switch {
 	case incarnation > st.incarnation:
 		st.base += st.own
 		st.incarnation, st.own = incarnation, r.Own
-		st.hasGiven = false
+		st.hasGiven, st.carry = false, false
 	case incarnation == st.incarnation && r.Own > st.own:
 		st.own = r.Own
 	}
 	stale := incarnation < st.incarnation
 	if !stale {
-		elapsed := nowNs - st.lastSeen
-		if st.lastSeen == 0 || elapsed <= 0 {
-			elapsed = max(nowNs-r.Key.WindowStart, int64(time.Millisecond))
+		// The demand rate since the previous report (on a first report in
+		// the window, over one interval), or the earlier rate decaying over
+		// five intervals if that is higher: an origin with sparse traffic
+		// keeps a share between its requests, and one whose traffic moved
+		// away frees its share within a second or so. When its demand comes
+		// back after a quiet spell it asks again (its decision is pending
+		// until an answer that knows of the demand). Reports come faster
+		// than the interval when a member asks at once: measured over less
+		// than an interval, one request would read as a burst.
+		elapsed := int64(o.cfg.Interval)
+		rate := 0.0
+		if st.lastSeen != 0 && nowNs > st.lastSeen {
+			elapsed = max(nowNs-st.lastSeen, elapsed)
+			rate = st.rate * math.Exp(-float64(nowNs-st.lastSeen)/float64(5*o.cfg.Interval))
 		}
-		st.rate = float64(r.Demand) / float64(elapsed)
+		st.instant = float64(r.Demand) / float64(elapsed)
+		st.rate = max(rate, st.instant)
 		st.lastSeen = nowNs
-		st.held = r.Cap
+		st.held, st.heldGrant, st.heldCarry = r.Cap, r.HasGrant, r.HasGrant && r.Carry
+		if r.HasGrant && o.foreign(r.CapFrom, r.CapFromIncarnation) && (!st.hasForeign || r.Cap < st.foreignCap) {
+			st.foreignCap, st.hasForeign = r.Cap, true
+		}
 		// A predecessor's knowledge matters only for origins this owner had
 		// no history of in this window: an owner that kept its per-origin
 		// counts (say, through a partition and its heal) needs none.
-		foreign := r.KnownFrom != "" && (r.KnownFrom != o.cfg.Self || r.KnownFromIncarnation != o.cfg.SelfIncarnation)
-		if foreign && (fresh || st.snapFrom != "") {
+		if o.foreign(r.KnownFrom, r.KnownFromIncarnation) && (fresh || st.snapFrom != "") {
 			st.snapOthers, st.snapOwn = r.KnownGlobal-r.KnownAcked, r.KnownAcked
 			st.snapFrom, st.snapInc = r.KnownFrom, r.KnownFromIncarnation
 		}
 	}
 	global := w.total()
-	if !o.cfg.Lease || stale {
+	if !o.cfg.Lease || stale || r.Stray {
 		return Answer{Global: global}
 	}
-	grant := o.grant(nowNs, r.Key, w, st)
-	st.given, st.hasGiven = grant, true
+	grant, spare := o.grant(nowNs, r.Key, w, st)
+	// A grant carries into the next window when the origin admitted
+	// something in this one: a busy origin keeps admitting across the
+	// window start, and reports there within a sync interval; an idle one
+	// asks again when it needs to, and is reserved nothing meanwhile.
+	st.given, st.hasGiven, st.carry = grant, true, st.total() > 0
+	if c := o.contacts[origin]; c != nil {
+		st.givenSeq = c.seq // the answer Hello numbered for this batch
+	}
 	// The cap is on the origin's estimate in its current incarnation.
-	return Answer{Global: global, Grant: grant - st.base, HasGrant: true}
+	return Answer{Global: global, Grant: grant - st.base, HasGrant: true, Carry: st.carry, Spare: spare}
+}
+
+// foreign reports whether an owner name and incarnation are another
+// owner's (or another run of this one), not "" and not this run.
+func (o *Owner) foreign(from string, inc uint64) bool {
+	return from != "" && (from != o.cfg.Self || inc != o.cfg.SelfIncarnation)
 }
 
 func (w *ownerWindow) origin(name string) *originState {
@@ -320,224 +464,6 @@ func (w *ownerWindow) sum() int64 {
 		sum += s.total()
 	}
 	return sum
-}
-
-// grant computes origin r's new cap on its own estimate (its count in the
-// window, plus for sliding tiers its weighted previous window) so that the
-// caps of every member that may spend in the window never add up to more
-// than the threshold:
-//
-//   - committed first, for every member but the reachable reporters: what
-//     it has admitted and may still admit. A reachable member silent in this
-//     window may spend the cap it carried from the previous window, or its
-//     static share before its first answer. An unreachable one keeps the
-//     larger of its cap and its static share (its fallback when it cannot
-//     reach its owner). Counts of members no longer in the cluster, and
-//     counts this owner only knows of through origins' reports, are
-//     committed as they are;
-//   - if an unreachable member went missing during the window without ever
-//     reporting here (the key changed owner while it was cut off), or the
-//     membership changed moments ago and a reachable member has not
-//     reported yet, nobody's cap grows: it may hold a grant this owner
-//     cannot know;
-//   - the rest is split among the reachable reporters by demand (max-min
-//     fair: everyone gets up to an equal share, the rest by extra demand),
-//     and r gets its part as far as the caps the others still hold leave
-//     room. The others converge to their part at their next report.
-func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) int64 {
-	period := int64(key.Period)
-	hash := key.SeriesHash()
-	pk := key
-	pk.WindowStart -= period
-	prev := o.windows[pk]
-	weight := 0.0
-	if elapsed := now - key.WindowStart; w.alg == Sliding && elapsed >= 0 && elapsed < period {
-		weight = float64(period-elapsed) / float64(period)
-	}
-	prevOf := func(name string) *originState {
-		if prev == nil {
-			return nil
-		}
-		return prev.find(name)
-	}
-	// est is a member's own estimate, as the member itself computes it.
-	est := func(s *originState, name string) int64 {
-		var e int64
-		if s != nil {
-			e = s.total()
-		}
-		if ps := prevOf(name); ps != nil {
-			e += weighted(ps.total(), weight)
-		}
-		return e
-	}
-
-	mw := o.members.window(key.WindowStart - int64(o.cfg.ReserveWindows)*period)
-	members, inView := mw.names, mw.in
-	n := len(members)
-	// Counts no member in view accounts for: gone members' own counts, and
-	// those only a previous owner saw.
-	committed := w.hidden()
-	if prev != nil {
-		committed += weighted(prev.hidden(), weight)
-	}
-	for _, s := range w.origins {
-		if !inView[s.name] && s != r {
-			committed += est(s, s.name)
-		}
-	}
-	if prev != nil {
-		for _, ps := range prev.origins {
-			if !inView[ps.name] && w.find(ps.name) == nil {
-				committed += weighted(ps.total(), weight)
-			}
-		}
-	}
-
-	frozen := false
-	var reachBuf [16]*originState
-	reach := reachBuf[:0]
-	// Settling: the membership changed moments ago and this owner may be new
-	// to the window (it first heard of it since). An owner that held the
-	// window before the change owned the key then, and every member with
-	// traffic in the window has reported to it.
-	settling := now-o.members.changedAt < int64(o.cfg.Settle) && w.created >= o.members.changedAt
-	for i, m := range members {
-		s := w.find(m)
-		share := StaticShare(w.threshold, n, i, hash)
-		e := est(s, m)
-		carried := share
-		if ps := prevOf(m); ps != nil && ps.hasGiven {
-			carried = ps.capNow()
-		}
-		switch {
-		case s == r || (s != nil && o.members.alive[m]):
-			reach = append(reach, s)
-		case o.members.alive[m]:
-			// Silent so far in this window: it may spend its carried cap or
-			// its static share before it reports. Just after a membership
-			// change it may also hold a cap from the key's previous owner,
-			// which it will report within a sync interval: until then, grow
-			// nobody's cap.
-			committed += max(carried, e)
-			if settling {
-				frozen = true
-			}
-		case s != nil:
-			committed += max(s.capNow(), share, e)
-		default:
-			// Unreachable and silent here: at least its static share — both
-			// sides of a partition reserving the other side's static shares
-			// is what keeps them within the limit together. If it went
-			// missing during this window it may also have carried its cap
-			// into it, or hold a grant from a previous owner this one
-			// cannot know: reserve the carried cap too and grow nobody's
-			// cap. If it was gone before the window began, its ring had
-			// changed by then, so it carried nothing.
-			if o.members.gone[m] >= key.WindowStart {
-				committed += max(carried, share, e)
-				frozen = true
-			} else {
-				committed += max(share, e)
-			}
-		}
-	}
-	if !contains(reach, r) { // r reports but is not (yet) in our view
-		reach = append(reach, r)
-	}
-	estR := est(r, r.name)
-	free := w.threshold - committed
-	var othersOut int64
-	for _, s := range reach {
-		e := est(s, s.name)
-		free -= e
-		if s != r {
-			othersOut += max(0, s.capNow()-e)
-		}
-	}
-	g := estR
-	if free > 0 {
-		left := max(0, period-(now-key.WindowStart))
-		fair := fairShare(free, reach, r, float64(left))
-		g += max(min(fair, free-othersOut), 0)
-	}
-	if frozen {
-		g = min(g, max(r.held, estR))
-	}
-	return g
-}
-
-func (w *ownerWindow) find(name string) *originState {
-	for _, s := range w.origins {
-		if s.name == name {
-			return s
-		}
-	}
-	return nil
-}
-
-func contains(ss []*originState, s *originState) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// fairShare splits free among origins by their expected need over the time
-// left (max-min fair, water-filling), then spreads what no one needs equally,
-// and returns r's part. Integer units: the parts add up to free exactly.
-func fairShare(free int64, origins []*originState, r *originState, left float64) int64 {
-	k := len(origins)
-	var needBuf, allocBuf [16]int64
-	var doneBuf [16]bool
-	need, alloc, done := needBuf[:0], allocBuf[:0], doneBuf[:0]
-	if k > len(needBuf) {
-		need, alloc, done = make([]int64, 0, k), make([]int64, 0, k), make([]bool, 0, k)
-	}
-	need, alloc, done = need[:k], alloc[:k], done[:k]
-	ri := 0
-	for i, s := range origins {
-		need[i] = int64(s.rate*left) + 1
-		if s == r {
-			ri = i
-		}
-	}
-	remaining := free
-	active := k
-	for remaining > 0 && active > 0 {
-		each := remaining / int64(active)
-		if each == 0 {
-			break
-		}
-		for i := range origins {
-			if done[i] {
-				continue
-			}
-			add := min(each, need[i]-alloc[i])
-			alloc[i] += add
-			remaining -= add
-			if alloc[i] >= need[i] {
-				done[i] = true
-				active--
-			}
-		}
-	}
-	// What is left (no one needs it, or less than one unit each) goes one
-	// unit at a time in order, everyone's equal share of the spare first.
-	if remaining > 0 {
-		each := remaining / int64(k)
-		for i := range alloc {
-			alloc[i] += each
-		}
-		remaining -= each * int64(k)
-		for i := 0; remaining > 0; i++ {
-			alloc[i%k]++
-			remaining--
-		}
-	}
-	return alloc[ri]
 }
 
 // Sweep drops windows that ended more than a period plus the grace ago,

@@ -37,86 +37,241 @@ func TestOwnerGCounterNeverDoubleCounts(t *testing.T) {
 	}
 }
 
+// member is one origin as an owner sees it in these timelines: it says
+// hello (acknowledging the owner's last answer) and reports, holding what
+// the owner granted it.
+type member struct {
+	name  string
+	ack   uint64
+	cap   int64
+	has   bool
+	carry bool
+	from  string
+	own   int64
+}
+
+// sync is one batch of m to o at t: a hello, then one report of window k
+// with the given demand, and the answer applied as the member would.
+func (m *member) sync(o *Owner, t time.Time, k Key, threshold, demand int64) Answer {
+	m.ack = o.Hello(t, m.name, m.ack, o.view)
+	a := o.Report(t, m.name, 1, &Report{Key: k, Threshold: threshold, Own: m.own, Demand: demand,
+		Cap: m.cap, HasGrant: m.has, Carry: m.carry, CapFrom: m.from})
+	if a.HasGrant {
+		m.cap, m.has, m.carry, m.from = a.Grant, true, a.Carry, "o"
+	}
+	return a
+}
+
+// hello is an empty batch (a heartbeat): it keeps m in contact.
+func (m *member) hello(o *Owner, t time.Time) { m.ack = o.Hello(t, m.name, m.ack, o.view) }
+
+// beat sends a heartbeat of every member every 200 ms in [from, to).
+func beat(o *Owner, from, to time.Duration, ms ...*member) {
+	for ts := from; ts < to; ts += 200 * time.Millisecond {
+		for _, m := range ms {
+			m.hello(o, at(ts))
+		}
+	}
+}
+
+func members(names ...string) map[string]*member {
+	ms := map[string]*member{}
+	for _, n := range names {
+		ms[n] = &member{name: n}
+	}
+	return ms
+}
+
 // TestOwnerGrantsStayWithinThreshold: whatever the order of reports, the
-// caps the owner hands out plus the reserves never exceed the threshold.
+// caps the owner hands out never add up to more than the threshold, and
+// follow demand.
 func TestOwnerGrantsStayWithinThreshold(t *testing.T) {
-	o := NewOwner(OwnerConfig{Lease: true})
+	o := NewOwner(OwnerConfig{Lease: true, Self: "o"})
 	all := []string{"a", "b", "c"}
 	o.SetMembers(base, all, nil)
-	caps := map[string]int64{}
-	for i, m := range all { // before any answer, everyone holds its static share
-		caps[m] = StaticShare(100, 3, i, ownerKey().SeriesHash())
-	}
-	own := map[string]int64{}
+	ms := members(all...)
 	// 2x overload of 100 per 10 s, 90/10: a is offered 18 a second, b and c 1.
 	demand := map[string]int64{"a": 18, "b": 1, "c": 1}
 	now := time.Second
+	beat(o, 0, time.Second, ms["a"], ms["b"], ms["c"])
 	for round := 0; round < 9; round++ {
-		for _, m := range all {
-			own[m] = min(caps[m], own[m]+demand[m])
-			ans := o.Report(at(now), m, 1, &Report{Key: ownerKey(), Threshold: 100, Own: own[m], Demand: demand[m], Cap: caps[m], HasGrant: round > 0})
-			if !ans.HasGrant || ans.Grant < own[m] {
-				t.Fatalf("round %d %s: answer %+v below own %d", round, m, ans, own[m])
+		for _, n := range all {
+			m := ms[n]
+			m.own = min(max(m.cap, m.own), m.own+demand[n])
+			if !m.has {
+				m.own = 0 // asks first
 			}
-			caps[m] = ans.Grant
+			ans := m.sync(o, at(now), ownerKey(), 100, demand[n])
+			if !ans.HasGrant || ans.Grant < m.own {
+				t.Fatalf("round %d %s: answer %+v below own %d", round, n, ans, m.own)
+			}
 			var sum int64
-			for _, c := range caps {
-				sum += c
+			for _, x := range ms {
+				sum += max(x.cap, x.own)
 			}
-			// The previous caps may still be spent while answers travel, so
-			// check the sum of the current caps.
 			if sum > 100 {
-				t.Fatalf("round %d after %s: caps %v add up to %d > 100", round, m, caps, sum)
+				t.Fatalf("round %d after %s: caps add up to %d > 100", round, n, sum)
 			}
 		}
 		now += time.Second
 	}
-	if caps["a"] < 80 {
-		t.Errorf("hot origin's cap %d: demand-proportional share should give it most of the budget (caps %v)", caps["a"], caps)
+	if ms["a"].cap < 80 {
+		t.Errorf("hot origin's cap %d: demand-proportional share should give it most of the budget", ms["a"].cap)
 	}
 }
 
-// TestOwnerReservesForUnreachableMembers: a member the owner cannot hear
-// keeps what it holds; one that never reported keeps its static share.
-func TestOwnerReservesForUnreachableMembers(t *testing.T) {
-	o := NewOwner(OwnerConfig{Lease: true})
+// TestOwnerIdleMembersHoldNothing: members in contact that have no traffic
+// for a key are reserved nothing, so a tenant whose traffic all reaches one
+// instance gets its whole limit at the first answer.
+func TestOwnerIdleMembersHoldNothing(t *testing.T) {
+	o := NewOwner(OwnerConfig{Lease: true, Self: "o"})
 	o.SetMembers(base, []string{"a", "b", "c"}, nil)
-	k := ownerKey()
-	o.Report(at(time.Second), "c", 1, &Report{Key: k, Threshold: 90, Own: 10, Demand: 10, Cap: 30})
-	// c is cut off holding a cap of 30 (10 spent): 20 stay reserved.
-	o.SetMembers(at(1500*time.Millisecond), []string{"a", "b"}, map[string]int64{"c": at(1500 * time.Millisecond).UnixNano()})
-	// b never reported: its static share (30) stays reserved too.
-	ans := o.Report(at(2*time.Second), "a", 1, &Report{Key: k, Threshold: 90, Own: 0, Demand: 100, Cap: 30})
-	if want := int64(90 - 10 - 20 - 30); ans.Grant != want {
-		t.Fatalf("grant = %d, want %d (threshold 90 - c's 10 - c's 20 reserved - b's 30 static)", ans.Grant, want)
+	ms := members("a", "b", "c")
+	for _, m := range ms {
+		m.hello(o, at(100*time.Millisecond))
+		m.hello(o, at(300*time.Millisecond))
 	}
-	// In the next window c, gone less than a whole period before it began,
-	// is still reserved for: its static share, since it never reported in
-	// that window here (b's static share too).
-	k.WindowStart += int64(k.Period)
-	ans = o.Report(at(11*time.Second), "a", 1, &Report{Key: k, Threshold: 90, Own: 0, Demand: 100, Cap: 30})
-	if want := int64(90 - 30 - 30); ans.Grant != want {
-		t.Fatalf("next window: grant = %d, want %d (b's and c's static shares reserved)", ans.Grant, want)
+	ans := ms["a"].sync(o, at(500*time.Millisecond), ownerKey(), 100, 5)
+	if ans.Grant != 100 {
+		t.Fatalf("pinned tenant's first answer %+v, want the whole limit", ans)
 	}
-	// Three windows later (ReserveWindows, default 3) c stops being reserved
-	// for: scaling down does not leak budget for long.
-	k.WindowStart += 3 * int64(k.Period)
-	ans = o.Report(at(41*time.Second), "a", 1, &Report{Key: k, Threshold: 90, Own: 0, Demand: 100, Cap: 45})
-	if want := int64(90 - 45); ans.Grant != want {
-		t.Fatalf("two windows on: grant = %d, want %d (only b's static share, now 45, reserved)", ans.Grant, want)
+	// At 80% of the limit (8 a second), all of it but half of the spare,
+	// kept for newcomers.
+	for ts := 700 * time.Millisecond; ts <= 5*time.Second; ts += 200 * time.Millisecond {
+		ms["b"].hello(o, at(ts))
+		ms["c"].hello(o, at(ts))
+		ms["a"].own = int64(8 * ts / time.Second)
+		ans = ms["a"].sync(o, at(ts), ownerKey(), 100, 2)
+	}
+	if ans.Spare <= 0 || ans.Grant != 100-ans.Spare/2 {
+		t.Fatalf("pinned tenant at 80%%: %+v, want the whole limit less half the spare", ans)
 	}
 }
 
-// TestOwnerFreezesWhenAMemberVanishesMidWindow: a member cut off during
-// the window that never reported to this owner may hold a grant from the
-// previous owner; nobody's cap may grow past its static share then.
-func TestOwnerFreezesWhenAMemberVanishesMidWindow(t *testing.T) {
-	o := NewOwner(OwnerConfig{Lease: true})
+// TestOwnerMemberCutMidWindowKeepsWhatItHolds: a member that stops
+// acknowledging answers during a window keeps its cap reserved (it may
+// spend it without asking) and nothing more; the members in contact get
+// the rest at once. From the next window on, it may fall back to its static
+// share, which is reserved for it until ReserveWindows windows after it was
+// last seen.
+func TestOwnerMemberCutMidWindowKeepsWhatItHolds(t *testing.T) {
+	o := NewOwner(OwnerConfig{Lease: true, Self: "o", Contact: time.Second})
+	o.SetMembers(base, []string{"a", "b", "c"}, nil)
+	ms := members("a", "b", "c")
 	k := ownerKey()
-	o.SetMembers(at(5*time.Second), []string{"a", "b"}, map[string]int64{"c": at(5 * time.Second).UnixNano()})
-	ans := o.Report(at(6*time.Second), "a", 1, &Report{Key: k, Threshold: 90, Own: 10, Demand: 100, Cap: 30})
-	if ans.Grant != 30 {
-		t.Fatalf("grant = %d, want a's cap frozen at its static share 30", ans.Grant)
+	beat(o, 0, 200*time.Millisecond, ms["a"], ms["b"], ms["c"])
+	ms["c"].own = 10
+	ms["c"].sync(o, at(200*time.Millisecond), k, 90, 10)
+	ms["c"].sync(o, at(400*time.Millisecond), k, 90, 10) // acknowledges the first answer
+	cCap := ms["c"].cap
+	// c is cut off after 400 ms; a and b keep saying hello.
+	var ans Answer
+	for ts := 600 * time.Millisecond; ts <= 3*time.Second; ts += 200 * time.Millisecond {
+		ms["b"].hello(o, at(ts))
+		ans = ms["a"].sync(o, at(ts), k, 90, 20)
+	}
+	if want := 90 - cCap; ans.Grant != want {
+		t.Fatalf("c cut mid-window holding %d: a's grant %d, want %d (no freeze, c's cap kept)", cCap, ans.Grant, want)
+	}
+	// Next window: c lost contact before it began: its static share (30).
+	k.WindowStart += int64(k.Period)
+	beat(o, 3*time.Second, 11*time.Second, ms["a"], ms["b"])
+	ms["a"].cap, ms["a"].own = 0, 0
+	ans = ms["a"].sync(o, at(11*time.Second), k, 90, 20)
+	if ans.Grant != 60 {
+		t.Fatalf("next window: a's grant %d, want 60 (c's static share 30 reserved)", ans.Grant)
+	}
+	// Once c is known gone for longer than ReserveWindows windows, nothing.
+	o.SetMembers(at(12*time.Second), []string{"a", "b"}, map[string]int64{"c": at(12 * time.Second).UnixNano()})
+	k.WindowStart += 4 * int64(k.Period)
+	beat(o, 12*time.Second, 51*time.Second, ms["a"], ms["b"])
+	ms["a"].cap, ms["a"].own = 0, 0
+	ans = ms["a"].sync(o, at(51*time.Second), k, 90, 20)
+	if ans.Grant != 90 {
+		t.Fatalf("four windows on: a's grant %d, want 90", ans.Grant)
+	}
+}
+
+// TestOwnerOneWayCut: a member whose requests arrive but which never gets
+// the answers (it keeps acknowledging an old one) is out of contact.
+func TestOwnerOneWayCut(t *testing.T) {
+	o := NewOwner(OwnerConfig{Lease: true, Self: "o", Contact: time.Second})
+	o.SetMembers(base, []string{"a", "c"}, nil)
+	a, c := &member{name: "a"}, &member{name: "c"}
+	c.hello(o, at(100*time.Millisecond))
+	stale := c.ack
+	for ts := 200 * time.Millisecond; ts <= 2*time.Second; ts += 200 * time.Millisecond {
+		o.Hello(at(ts), "c", stale, o.view) // arrives; the answer is lost
+		a.hello(o, at(ts))
+	}
+	if o.InContact(at(2*time.Second), "c") {
+		t.Fatal("c acknowledges nothing since 100 ms: want out of contact")
+	}
+	if !o.InContact(at(2*time.Second), "a") {
+		t.Fatal("a acknowledges its answers: want in contact")
+	}
+}
+
+// TestOwnerTakesOverAWindow: a new owner of a window that another owner
+// granted in reserves, for the members it has not heard from, what that
+// owner could have given them (the threshold less the caps the reporters
+// got from it), and lets the reporters share the rest at once.
+func TestOwnerTakesOverAWindow(t *testing.T) {
+	o := NewOwner(OwnerConfig{Lease: true, Self: "o", Contact: time.Second})
+	o.SetMembers(base, []string{"a", "b", "c", "old"}, nil)
+	k := ownerKey()
+	// At 4 s the old owner and c vanish (a partition): this owner takes over.
+	o.SetMembers(at(4*time.Second), []string{"a", "b", "o"}, map[string]int64{"c": at(4 * time.Second).UnixNano(), "old": at(4 * time.Second).UnixNano()})
+	a := &member{name: "a", own: 20, cap: 30, has: true, from: "old"}
+	b := &member{name: "b", own: 20, cap: 30, has: true, from: "old"}
+	a.hello(o, at(4100*time.Millisecond))
+	b.hello(o, at(4100*time.Millisecond))
+	ansA := a.sync(o, at(4200*time.Millisecond), k, 90, 5)
+	ansB := b.sync(o, at(4200*time.Millisecond), k, 90, 15)
+	if ansA.Grant+ansB.Grant > 60 {
+		t.Fatalf("grants %d + %d: more than the 60 the old owner gave a and b (c may hold 30)", ansA.Grant, ansB.Grant)
+	}
+	// b needs more than a: as they report the two follow demand within
+	// their 60 (a's demand stopped: its rate fades over a second).
+	for ts := 4400 * time.Millisecond; ts < 8*time.Second; ts += 200 * time.Millisecond {
+		ansA = a.sync(o, at(ts), k, 90, 0)
+		ansB = b.sync(o, at(ts), k, 90, 15)
+	}
+	if ansB.Grant <= 30 || ansA.Grant+ansB.Grant > 60 {
+		t.Fatalf("after a second round: a %d, b %d; want b above its old 30, both within 60", ansA.Grant, ansB.Grant)
+	}
+}
+
+// TestOwnerCarriesGrantsOfBusyMembers: the grant of a member that admitted
+// something carries into the next window and is reserved there until the
+// member reports; the member's first report there, with no demand, frees it.
+func TestOwnerCarriesGrantsOfBusyMembers(t *testing.T) {
+	o := NewOwner(OwnerConfig{Lease: true, Self: "o"})
+	o.SetMembers(base, []string{"a", "b"}, nil)
+	a, b := &member{name: "a"}, &member{name: "b"}
+	k := ownerKey()
+	beat(o, 100*time.Millisecond, 9800*time.Millisecond, a, b)
+	a.own = 40
+	ans := a.sync(o, at(9800*time.Millisecond), k, 100, 40)
+	if !ans.Carry {
+		t.Fatalf("busy member's answer %+v, want a grant that carries", ans)
+	}
+	b.sync(o, at(9800*time.Millisecond), k, 100, 0)
+	if b.carry {
+		t.Fatal("idle member's grant carries")
+	}
+	k.WindowStart += int64(k.Period)
+	b.cap, b.has, b.own = 0, false, 0
+	ansB := b.sync(o, at(10100*time.Millisecond), k, 100, 5)
+	if want := 100 - a.cap; ansB.Grant != want {
+		t.Fatalf("next window before a reports: b's grant %d, want %d (a's carried cap %d reserved)", ansB.Grant, want, a.cap)
+	}
+	a.own = 0
+	a.sync(o, at(10200*time.Millisecond), k, 100, 0) // a's first report there: idle
+	a.hello(o, at(10300*time.Millisecond))           // a got the answer
+	ansB = b.sync(o, at(10300*time.Millisecond), k, 100, 5)
+	if ansB.Grant < 90 {
+		t.Fatalf("after idle a reported: b's grant %d, want most of the limit", ansB.Grant)
 	}
 }
 
@@ -132,12 +287,17 @@ func TestFairShareIsExact(t *testing.T) {
 		free  int64
 		rates []float64
 		want  []int64
+		given int64 // the parts add up to this
 	}{
-		{10, []float64{1, 1}, []int64{5, 5}},
-		{10, []float64{0, 0, 0}, []int64{4, 3, 3}},
-		// Needs 1+1 and 100+1: the small one gets its need, the spare splits.
-		{100, []float64{1, 100}, []int64{2 + 0, 98}},
-		{7, []float64{5, 5, 5}, []int64{3, 2, 2}},
+		{10, []float64{1, 1}, []int64{5, 5}, 10},
+		// Nobody has demand: nobody gets anything it did not have.
+		{10, []float64{0, 0, 0}, []int64{0, 0, 0}, 0},
+		// Needs 1 and 100: the small one gets its need, the big one the rest.
+		{100, []float64{1, 100}, []int64{1, 99}, 100},
+		// Only the one with demand gets the spare.
+		{9, []float64{0, 0, 3}, []int64{0, 0, 9}, 9},
+		{7, []float64{5, 5, 5}, []int64{3, 2, 2}, 7},
+		{10, []float64{2, 0, 1}, []int64{6, 0, 4}, 10},
 	} {
 		os := mk(tc.rates...)
 		var sum int64
@@ -148,8 +308,8 @@ func TestFairShareIsExact(t *testing.T) {
 				t.Errorf("fairShare(%d, %v)[%d] = %d, want %d", tc.free, tc.rates, i, got, tc.want[i])
 			}
 		}
-		if sum != tc.free {
-			t.Errorf("fairShare(%d, %v) parts add to %d", tc.free, tc.rates, sum)
+		if sum != tc.given {
+			t.Errorf("fairShare(%d, %v) parts add to %d, want %d", tc.free, tc.rates, sum, tc.given)
 		}
 	}
 }

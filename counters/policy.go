@@ -27,10 +27,15 @@ type View struct {
 	// It is meaningful only when HasGrant is set.
 	Granted  int64
 	HasGrant bool
-	// Joined says the window began before this instance joined the
-	// cluster: the owners have already handed out the budget, so no static
-	// share is free for it until its first answer.
-	Joined bool
+	// Informed says the grant was made knowing this instance's demand
+	// (Slot.Informed); Spare is the owner's last word on budget this
+	// instance may still get (Answer.Spare).
+	Informed bool
+	Spare    int64
+	// Fallback says this instance has not heard from the key's owner since
+	// before the window began (counters.FallbackAfter): it cannot ask, and
+	// the owner reserves its static share for it.
+	Fallback bool
 }
 
 // Used is the instance's best estimate of the global count: what the owner
@@ -82,11 +87,12 @@ func staticAdmit(v *View) (bool, int64) {
 // Lease admits only within the budget the key's owner granted this instance
 // (View.Granted), a cap on the instance's own estimate: its own count in
 // the window, plus for sliding tiers its weighted previous window (so room
-// frees up by itself as the previous window slides out). Without a grant it
-// falls back to the static share, which is also what an instance keeps when
-// it cannot reach the owner — except in a window that began before it
-// joined (View.Joined), whose budget the owners have already handed out:
-// there it waits for its first answer, one sync interval at most.
+// frees up by itself as the previous window slides out). Without a grant an
+// instance admits nothing: it asks the owner first (the decision is
+// pending, and the node waits for the answer), so that owners reserve
+// nothing for instances that have no traffic. Only an instance that has
+// not heard from the owner since before the window began (View.Fallback)
+// falls back to its static share, which the owner reserves for it.
 type Lease struct{}
 
 // Admit implements Policy.
@@ -94,15 +100,29 @@ func (Lease) Admit(v View) (bool, int64) { return leaseAdmit(&v) }
 
 func leaseAdmit(v *View) (bool, int64) {
 	if !v.HasGrant {
-		if v.Joined {
-			return false, 0 // joined mid-window: wait for the first answer
+		if v.Fallback {
+			return admitLocal(v, StaticShare(v.Threshold, v.Members, v.Index, v.Hash))
 		}
-		return admitLocal(v, StaticShare(v.Threshold, v.Members, v.Index, v.Hash))
+		return false, 0
 	}
 	if v.PrevOwn+v.Own+v.Cost > v.Granted {
 		return false, 0
 	}
 	return true, max(0, v.Remaining()-v.Cost)
+}
+
+// leasePending reports whether a lease denial may turn into an admission
+// at the next answer of the owner: the limit has room as far as this
+// instance knows, and it holds no grant yet, or the grant was made without
+// knowing of this instance's demand, or the owner said more may come.
+func leasePending(v *View) bool {
+	if v.Threshold <= 0 || v.Remaining() < v.Cost {
+		return false
+	}
+	if !v.HasGrant {
+		return !v.Fallback
+	}
+	return !v.Informed || v.Spare > 0
 }
 
 // admitLocal admits within a local share, counting only this instance's own

@@ -79,52 +79,135 @@ func TestOptimisticUsesGlobal(t *testing.T) {
 	}
 }
 
+// TestLeasePolicy is a timeline of one instance under the lease policy: it
+// admits nothing before its owner answers (pending), then exactly its
+// grant; only while it has not heard from the owner since before the
+// window began does it fall back to its static share.
 func TestLeasePolicy(t *testing.T) {
 	tb := newTable(t, Lease{})
 	tb.SetShare(4, 1)
 	l := Limit{Tenant: "a", Endpoint: "/p", Method: "GET", Period: 10 * time.Second, Threshold: 100}
-	// No grant yet: the static share, 25.
+
+	// t0: no grant, owner reachable: pending, nothing charged.
+	d, _ := tb.Take(base, []Limit{l}, 1)
+	if d.Allowed || !d.Pending || d.RetryAfter != 0 {
+		t.Fatalf("t0 no grant: %+v, want pending with no wait", d)
+	}
+	e := tb.Get("a", "/p", "GET", 10*time.Second)
+	e.Lock()
+	if e.cur.Own != 0 || e.cur.Demand != 1 {
+		t.Fatalf("t0: own %d demand %d, want 0 and 1 (demand recorded, nothing charged)", e.cur.Own, e.cur.Demand)
+	}
+	// t1: the owner answers: global 40 of which 0 ours, a grant of 30, and
+	// no spare budget.
+	e.cur.Global, e.cur.GlobalAt, e.cur.Informed = 40, base.UnixNano(), true
+	e.cur.Granted, e.cur.HasGrant = 30, true
+	e.Unlock()
 	n := 0
 	for tb.Allow(base, l) {
 		n++
 	}
-	if n != 25 {
-		t.Fatalf("before any grant admitted %d, want the static share 25", n)
+	if n != 30 {
+		t.Fatalf("t1 with a grant of 30 admitted %d, want 30", n)
 	}
-	e := tb.Get("a", "/p", "GET", 10*time.Second)
+	// t2: grant spent, the owner said nothing is spare: a real denial, with
+	// the honest wait (the window's end).
+	d, _ = tb.Take(at(2*time.Second), []Limit{l}, 1)
+	if d.Allowed || d.Pending || d.RetryAfter != 8*time.Second {
+		t.Fatalf("t2 grant spent, no spare: %+v, want denied until the window ends (8s)", d)
+	}
+	// t3: the owner says budget may come: the same denial is pending. So it
+	// is after an answer to a report without demand (t4: the owner did not
+	// know this instance wanted more).
 	e.Lock()
-	e.cur.Acked, e.cur.Global = 25, 40
-	e.cur.Granted, e.cur.HasGrant = 55, true // 30 more than acked
+	e.cur.Spare = 5
 	e.Unlock()
-	for tb.Allow(base, l) {
+	if d, _ = tb.Take(at(2*time.Second), []Limit{l}, 1); d.Allowed || !d.Pending {
+		t.Fatalf("t3 grant spent with spare budget: %+v, want pending", d)
+	}
+	e.Lock()
+	e.cur.Spare, e.cur.Informed = 0, false
+	e.Unlock()
+	if d, _ = tb.Take(at(2*time.Second), []Limit{l}, 1); d.Allowed || !d.Pending {
+		t.Fatalf("t4 grant spent, answer to a report without demand: %+v, want pending", d)
+	}
+
+	// A fresh series whose owner has been out of reach since before the
+	// window began: the static share, 25, and then real denials.
+	tb.SetContact(func(hash uint64, start int64) (bool, bool) { return true, start >= at(10*time.Second).UnixNano() })
+	l2 := l
+	l2.Tenant = "b"
+	if d, _ := tb.Take(at(5*time.Second), []Limit{l2}, 1); d.Allowed || !d.Pending {
+		t.Fatalf("owner lost during the window: %+v, want pending (no fallback)", d)
+	}
+	n = 0
+	for tb.Allow(at(11*time.Second), l2) {
 		n++
 	}
-	if n != 55 {
-		t.Fatalf("with a grant up to 55 admitted %d in all, want 55", n)
+	if n != 25 {
+		t.Fatalf("owner lost before the window: admitted %d, want the static share 25", n)
+	}
+	if d, _ := tb.Take(at(11*time.Second), []Limit{l2}, 1); d.Allowed || d.Pending {
+		t.Fatalf("static share spent: %+v, want a real denial", d)
 	}
 }
 
-// TestLeasePendingForWindowsBeforeJoin: an instance that joined mid-window
-// has no budget in that window until its first answer; the denial says so,
-// with no wait of its own, unless another tier really denies.
-func TestLeasePendingForWindowsBeforeJoin(t *testing.T) {
+// TestLeaseGrantCarriesOnlyWhenTheOwnerSaysSo: a carried grant caps the next
+// window once; one the owner did not let carry is gone at the window start.
+func TestLeaseGrantCarriesOnlyWhenTheOwnerSaysSo(t *testing.T) {
 	tb := newTable(t, Lease{})
-	tb.SetShare(3, 1)
-	tb.SetJoined(at(5 * time.Second))
-	l := Limit{Tenant: "a", Endpoint: "/p", Method: "GET", Period: 10 * time.Second, Threshold: 90}
-	d, _ := tb.Take(at(6*time.Second), []Limit{l}, 1)
-	if d.Allowed || !d.Pending || d.RetryAfter != 0 {
-		t.Fatalf("window begun before the join: %+v, want pending with no wait", d)
+	l := Limit{Tenant: "a", Endpoint: "/p", Method: "GET", Period: 10 * time.Second, Threshold: 100}
+	tb.Take(base, []Limit{l}, 0)
+	e := tb.Get("a", "/p", "GET", 10*time.Second)
+	set := func(carry bool) {
+		e.Lock()
+		e.cur.Granted, e.cur.HasGrant, e.cur.Carry, e.cur.GlobalAt = 10, true, carry, 1
+		e.Unlock()
 	}
-	zero := Limit{Tenant: "a", Endpoint: "/z", Method: "GET", Period: time.Minute, Threshold: 0}
-	tb.SetJoined(time.Unix(0, 0)) // joined long ago
-	d, _ = tb.Take(at(6*time.Second), []Limit{zero}, 1)
-	if d.Pending || d.RetryAfter == 0 {
-		t.Fatalf("a real denial: %+v, want not pending, with a wait", d)
+	set(true)
+	if d, _ := tb.Take(at(10*time.Second), []Limit{l}, 1); !d.Allowed {
+		t.Fatalf("carried grant: %+v, want admitted", d)
 	}
-	// The next window began after the join: the static share applies.
-	tb.SetJoined(at(5 * time.Second))
-	if d, _ := tb.Take(at(11*time.Second), []Limit{l}, 1); !d.Allowed {
-		t.Fatalf("window begun after the join: %+v, want admitted from the static share", d)
+	e.Lock()
+	if !e.cur.HasGrant || e.cur.Carry || e.cur.GlobalAt != 0 {
+		t.Fatalf("carried slot %+v: want a grant that carries no further, not yet answered", e.cur)
+	}
+	e.cur.Carry = true // even if the slot says so, a roll of two windows drops it
+	e.Unlock()
+	if d, _ := tb.Take(at(30*time.Second), []Limit{l}, 1); d.Allowed || !d.Pending {
+		t.Fatalf("two windows on: %+v, want pending (no grant)", d)
+	}
+	set(false)
+	if d, _ := tb.Take(at(40*time.Second), []Limit{l}, 1); d.Allowed || !d.Pending {
+		t.Fatalf("grant that does not carry: %+v, want pending in the next window", d)
+	}
+}
+
+// TestAdvanceCarriedMovesOnlyCarriedLeases: the sync moves an idle series
+// into the next window only to report a carried lease, and never extends
+// its life.
+func TestAdvanceCarriedMovesOnlyCarriedLeases(t *testing.T) {
+	tb := newTable(t, Lease{})
+	l := Limit{Tenant: "a", Endpoint: "/p", Method: "GET", Period: 10 * time.Second, Threshold: 100}
+	tb.Take(base, []Limit{l}, 0)
+	e := tb.Get("a", "/p", "GET", 10*time.Second)
+	e.Lock()
+	defer e.Unlock()
+	exp := e.expiresAt.Load()
+	tb.AdvanceCarried(e, at(10*time.Second))
+	if e.cur.Start != base.UnixNano() {
+		t.Fatalf("no lease: moved to %d", e.cur.Start)
+	}
+	e.cur.Granted, e.cur.HasGrant, e.cur.Carry = 7, true, true
+	tb.AdvanceCarried(e, at(25*time.Second)) // two windows on: not adjacent
+	if e.cur.Start != base.UnixNano() {
+		t.Fatalf("two windows on: moved to %d", e.cur.Start)
+	}
+	tb.AdvanceCarried(e, at(15*time.Second))
+	if e.cur.Start != at(10*time.Second).UnixNano() || e.cur.Granted != 7 || !e.cur.HasGrant {
+		t.Fatalf("carried lease: slot %+v, want the next window with the grant", e.cur)
+	}
+	if e.expiresAt.Load() != exp {
+		t.Fatalf("AdvanceCarried extended the series' life")
 	}
 }

@@ -63,8 +63,7 @@ type Table struct {
 	seq    atomic.Uint64 // creation order of entries, for lock ordering
 
 	share   atomic.Uint64 // members<<32 | index
-	epoch   atomic.Uint64 // ring version, for carrying leases across windows
-	joined  atomic.Int64  // when this instance joined its cluster (Unix ns)
+	contact atomic.Pointer[ContactFunc]
 	evicted atomic.Uint64
 	expired atomic.Uint64
 	lost    atomic.Uint64 // unreported cost dropped with evicted series
@@ -155,17 +154,40 @@ func (t *Table) SetShare(members, index int) {
 	t.share.Store(uint64(members)<<32 | uint64(index))
 }
 
-// SetEpoch records the version of the ownership ring in force. Leases
-// acknowledged under another version do not carry into the next window.
-func (t *Table) SetEpoch(v uint64) { t.epoch.Store(v) }
+// A ContactFunc tells the lease policy how this instance stands with the
+// owner of the series with the given hash, for the window that starts at
+// windowStart (Unix ns): carry says a grant may carry into that window (the
+// instance heard from the owner within CarryWithin before the window
+// began), fallback says the instance may fall back to its static share in
+// it (it has heard nothing from the owner since FallbackAfter before the
+// window began). It is called with the series locked, at window starts and
+// when the instance holds no grant; it must be fast and must not block.
+type ContactFunc func(hash uint64, windowStart int64) (carry, fallback bool)
 
-// SetJoined records when this instance joined its cluster: in windows that
-// began earlier, the lease policy gives it no static share before its first
-// answer. Default 0 (joined before any window).
-func (t *Table) SetJoined(at time.Time) { t.joined.Store(at.UnixNano()) }
+// SetContact installs the node's view of its contact with each owner.
+// Default: grants carry and there is no fallback (an instance without a
+// grant waits for its owner).
+func (t *Table) SetContact(f ContactFunc) { t.contact.Store(&f) }
 
-// Joined returns what SetJoined set, in Unix nanoseconds.
-func (t *Table) Joined() int64 { return t.joined.Load() }
+func (t *Table) contactWith(hash uint64, windowStart int64) (carry, fallback bool) {
+	f := t.contact.Load()
+	if f == nil || *f == nil {
+		return true, false
+	}
+	return (*f)(hash, windowStart)
+}
+
+// AdvanceCarried moves a series into the window holding now if its current
+// window ended exactly one period before and holds a lease that carries
+// into the next one, without extending the series' life: the sync then
+// reports the carried lease once, so that its owner stops reserving it for
+// an instance whose traffic stopped. The entry must be locked.
+func (t *Table) AdvanceCarried(e *Entry, now time.Time) {
+	ns := now.UnixNano()
+	if e.cur.HasGrant && e.cur.Carry && WindowStart(ns, e.period) == e.cur.Start+e.period {
+		e.quiet = e.advance(ns, t)
+	}
+}
 
 // Share returns what SetShare set.
 func (t *Table) Share() (members, index int) {
@@ -217,7 +239,10 @@ func (sl *slots) find(l *Limit, h uint64) *Entry {
 	}
 }
 
-// lookup returns the entry of l's series, creating it if needed.
+// lookup returns the entry of l's series, creating it if needed, or nil if
+// the series cannot be created: its identity is not valid UTF-8 or longer
+// than MaxKeyBytes, so it could not travel to its owner. Checking only here,
+// when a series is created, keeps the check off the decision's hot path.
 func (t *Table) lookup(l *Limit, h uint64, now int64) *Entry {
 	s := t.shardOf(h)
 	if e := s.tab.Load().find(l, h); e != nil {
@@ -227,6 +252,9 @@ func (t *Table) lookup(l *Limit, h uint64, now int64) *Entry {
 	defer s.mu.Unlock()
 	if e := s.tab.Load().find(l, h); e != nil {
 		return e
+	}
+	if !validIdentity(l) {
+		return nil
 	}
 	if s.n >= s.cap {
 		t.evictOne(s, now)
@@ -242,7 +270,7 @@ func (t *Table) lookup(l *Limit, h uint64, now int64) *Entry {
 		threshold: l.Threshold,
 		alg:       l.Algorithm,
 	}
-	e.roll(now, t.grace, t.epoch.Load())
+	e.roll(now, t)
 	e.lastUsed.Store(now)
 	s.insert(e)
 	return e

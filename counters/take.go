@@ -22,11 +22,11 @@ type Decision struct {
 	Reset      time.Duration
 	RetryAfter time.Duration
 	// Pending says the request was denied by this instance's lease while
-	// the limit itself still has room as far as it knows: it holds no
-	// budget yet (a window that began before it joined its cluster) or has
-	// spent its share, and the next sync answer may bring more. RetryAfter
-	// is then 0; the caller should retry after one sync interval (the node
-	// says so, and asks for a sync at once).
+	// the limit itself still has room as far as it knows, and the next
+	// answer of the key's owner may bring budget: the instance holds no
+	// grant yet, or the owner has not answered in this window, or said that
+	// budget is spare. RetryAfter is then 0: the node asks for a sync at
+	// once and decides again when the answer is in (see node.Config.PendingWait).
 	Pending bool
 }
 
@@ -43,6 +43,19 @@ type Decision struct {
 // Take does no I/O and, once its series exist, no allocation. A cost of 0
 // reports the state without charging.
 func (t *Table) Take(now time.Time, limits []Limit, cost int64) (Decision, error) {
+	return t.take(now, limits, cost, true)
+}
+
+// TakeAgain decides again a request whose decision was pending (see
+// Decision.Pending): like Take, but its cost is recorded as demand only if
+// no demand was recorded since the last report, so that the next report
+// still tells the owner this instance wants budget, and waiting does not
+// inflate the demand the owner shares the budget by.
+func (t *Table) TakeAgain(now time.Time, limits []Limit, cost int64) (Decision, error) {
+	return t.take(now, limits, cost, false)
+}
+
+func (t *Table) take(now time.Time, limits []Limit, cost int64, demand bool) (Decision, error) {
 	n := len(limits)
 	if n == 0 {
 		return Decision{Allowed: true, Tier: -1}, nil
@@ -63,7 +76,7 @@ func (t *Table) Take(now time.Time, limits []Limit, cost int64) (Decision, error
 	}
 	nowNs := now.UnixNano()
 	if n == 1 {
-		return t.takeOne(nowNs, &limits[0], cost), nil
+		return t.takeOne(nowNs, &limits[0], cost, demand)
 	}
 
 	var ents [MaxLimits]*Entry
@@ -71,6 +84,9 @@ func (t *Table) Take(now time.Time, limits []Limit, cost int64) (Decision, error
 	for {
 		for i := range limits {
 			ents[i] = t.lookup(&limits[i], limits[i].Hash(), nowNs)
+			if ents[i] == nil {
+				return Decision{Tier: -1}, ErrBadKey
+			}
 			order[i] = uint8(i)
 		}
 		// Lock in table-key order so that concurrent Takes over overlapping
@@ -123,41 +139,48 @@ func (t *Table) Take(now time.Time, limits []Limit, cost int64) (Decision, error
 		for k := j + 1; k < n && ents[order[k]] == e; k++ {
 			c = max(c, limits[order[k]].weighted(cost))
 		}
-		e.charge(nowNs, c, d.Allowed)
+		e.charge(nowNs, c, d.Allowed, demand)
 	}
 	unlockAll(&ents, &order, n)
 	return d, nil
 }
 
 // takeOne is Take for a single limit, without the ordering machinery.
-func (t *Table) takeOne(nowNs int64, l *Limit, cost int64) Decision {
+func (t *Table) takeOne(nowNs int64, l *Limit, cost int64, demand bool) (Decision, error) {
 	h := l.Hash()
 	cost = l.weighted(cost)
 	for {
 		e := t.lookup(l, h, nowNs)
+		if e == nil {
+			return Decision{Tier: -1}, ErrBadKey
+		}
 		e.mu.Lock()
 		if e.dead {
 			e.mu.Unlock()
 			continue
 		}
 		ok, d := t.check(nowNs, l, e, cost, t.share.Load())
-		e.charge(nowNs, cost, ok)
+		e.charge(nowNs, cost, ok, demand)
 		e.mu.Unlock()
-		return d
+		return d, nil
 	}
 }
 
 // check rolls a locked entry to now and asks the policy about one limit.
 // The returned decision has Tier 0.
 func (t *Table) check(nowNs int64, l *Limit, e *Entry, cost int64, share uint64) (bool, Decision) {
-	e.roll(nowNs, t.grace, t.epoch.Load())
+	e.roll(nowNs, t)
 	e.threshold, e.alg = l.Threshold, l.Algorithm
 	v := e.view(nowNs, cost, int(share>>32), int(uint32(share)))
-	v.Joined = e.cur.Start < t.joined.Load()
-	ok, rem := admit(*t.policy.Load(), &v)
+	p := *t.policy.Load()
+	_, lease := p.(Lease)
+	if lease && !v.HasGrant {
+		_, v.Fallback = t.contactWith(e.hash, e.cur.Start)
+	}
+	ok, rem := admit(p, &v)
 	reset := time.Duration(e.cur.Start + e.period - nowNs)
 	if !ok {
-		if v.Threshold > 0 && v.Remaining() >= cost && (v.HasGrant || v.Joined) && t.Policy() == (Lease{}) {
+		if lease && leasePending(&v) {
 			return false, Decision{Limit: l.Threshold, Reset: reset, Pending: true}
 		}
 		return false, Decision{Limit: l.Threshold, Reset: reset, RetryAfter: e.retryAfter(nowNs, &v)}
@@ -180,12 +203,15 @@ func admit(p Policy, v *View) (bool, int64) {
 }
 
 // charge records the outcome of a decision in a locked entry: the cost is
-// demand either way, and admitted cost is added to the own count.
-func (e *Entry) charge(nowNs, cost int64, admitted bool) {
+// demand either way (unless it was already, by the first decision of a
+// request decided again), and admitted cost is added to the own count.
+func (e *Entry) charge(nowNs, cost int64, admitted, demand bool) {
 	if admitted {
 		e.cur.Own += cost
 	}
-	e.cur.Demand += cost
+	if demand || e.cur.Demand == 0 {
+		e.cur.Demand += cost
+	}
 	// An atomic store is a locked instruction on amd64: refresh the eviction
 	// clock only when it has moved noticeably.
 	if nowNs-e.lastUsed.Load() > lastUsedResolution {

@@ -484,26 +484,43 @@ func TestClusterWaitPacesCaller(t *testing.T) {
 
 // TestClusterJoinerGetsBudgetAfterFirstSync: a node that joins a running
 // cluster holds no budget in the window already running; its first request
-// there is denied as pending, with a retry of one sync interval, and the
-// sync it triggers brings a lease soon after.
+// there waits for the owner's answer, which the request asks for at once,
+// and is admitted. With PendingWait < 0 it is denied instead, with a retry
+// of one sync interval, and the sync it triggers brings a lease soon after.
 func TestClusterJoinerGetsBudgetAfterFirstSync(t *testing.T) {
 	const period, sync = time.Minute, 200 * time.Millisecond
 	clock := alignedClock(period)
 	c := startCluster(t, 2, clusterOpts{policy: PolicyLease, sync: sync, clock: clock})
 	l := counters.Limit{Tenant: "late", Endpoint: "/p", Method: "GET", Period: period, Threshold: 1000}
 	c.nodes[0].Allow(context.Background(), l)
-	joiner := c.add("n9", clusterOpts{policy: PolicyLease, sync: sync})
+
+	joiner := c.add("n8", clusterOpts{policy: PolicyLease, sync: sync})
 	c.waitMembers(10*time.Second, c.nodes...)
+	start := time.Now()
 	d, err := joiner.Allow(context.Background(), l)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Allowed || !d.Pending || d.RetryAfter != sync {
-		t.Fatalf("joiner's first request: %+v, want pending with a retry of one sync interval", d)
+	if !d.Allowed {
+		t.Fatalf("joiner's first request: %+v, want admitted after waiting for the owner", d)
 	}
-	took := waitFor(t, 5*time.Second, "the joiner to be admitted", func() bool {
-		d, _ := joiner.Allow(context.Background(), l)
+	if got := metricValue(t, joiner.Registry(), "peerlimit_pending_total", "result", "admitted"); got != 1 {
+		t.Fatalf("peerlimit_pending_total{result=admitted} = %v, want 1", got)
+	}
+	t.Logf("first request admitted after waiting %v for the owner", time.Since(start).Round(time.Millisecond))
+
+	impatient := c.add("n9", clusterOpts{policy: PolicyLease, sync: sync, configure: func(cfg *Config) { cfg.PendingWait = -1 }})
+	c.waitMembers(10*time.Second, c.nodes...)
+	d, err = impatient.Allow(context.Background(), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Allowed || d.RetryAfter != sync {
+		t.Fatalf("first request with PendingWait < 0: %+v, want denied with a retry of one sync interval", d)
+	}
+	took := waitFor(t, 5*time.Second, "the impatient joiner to be admitted", func() bool {
+		d, _ := impatient.Allow(context.Background(), l)
 		return d.Allowed
 	})
-	t.Logf("admitted %v after the first (pending) request", took)
+	t.Logf("with PendingWait < 0: admitted %v after the first (denied) request", took)
 }

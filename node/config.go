@@ -51,6 +51,17 @@ type Config struct {
 	// interval waits for the calls of the previous one.
 	CallTimeout time.Duration
 
+	// PendingWait (lease policy) is how long a request may wait for the
+	// key's owner when this instance cannot admit it yet although the limit
+	// has room: it holds no grant for the key (its first request, or the
+	// first after a quiet spell), or has spent its grant while budget is
+	// spare elsewhere. The node asks for a sync at once and decides the
+	// request again when the answers are in: a few milliseconds on a LAN,
+	// at most a few sync intervals when budget moves from another
+	// instance. Default 3 x SyncInterval. A negative value never waits:
+	// such a request is denied with a RetryAfter of one sync interval.
+	PendingWait time.Duration
+
 	// Gossip configures membership (bind address, seeds, encryption key,
 	// label, timing profile). Name and GRPCAddr are filled in by the node.
 	Gossip gossip.Config
@@ -162,6 +173,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CallTimeout == 0 {
 		c.CallTimeout = max(2*c.SyncInterval, 500*time.Millisecond)
+	}
+	if c.PendingWait == 0 {
+		c.PendingWait = 3 * c.SyncInterval
 	}
 	if c.GRPCAddr == "" {
 		c.GRPCAddr = d.GRPCAddr

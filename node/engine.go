@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/peerlimit/peerlimit/counters"
@@ -53,8 +54,8 @@ func (p Policy) rule() counters.Policy {
 
 // Limits on what a peer may send, checked on every inbound batch.
 const (
-	MaxKeyBytes   = 1024        // tenant + endpoint + method
-	MaxCount      = int64(1e15) // any count or threshold
+	MaxKeyBytes   = counters.MaxKeyBytes // tenant + endpoint + method
+	MaxCount      = int64(1e15)          // any count or threshold
 	MaxPeriodMs   = int64(366 * 24 * time.Hour / time.Millisecond)
 	MaxOriginSize = 256
 )
@@ -86,10 +87,14 @@ type EngineConfig struct {
 	// OwnerWindows bounds the windows this member aggregates as an owner.
 	// Default 200,000.
 	OwnerWindows int
-	// Settle is how long after a membership change owners wait for every
-	// member's report before growing any cap (see counters.OwnerConfig).
-	// Default 2 s; the node uses a few sync intervals.
-	Settle time.Duration
+	// SyncInterval and CallTimeout are the node's (Config); the lease
+	// policy's timing derives from them: a member is in contact with an
+	// owner while it acknowledges answers sent within
+	// 3 x SyncInterval + CallTimeout (counters.OwnerConfig.Contact), and a
+	// membership change that recent still counts as under way
+	// (counters.OwnerConfig.Settle). Defaults 200 ms and 500 ms.
+	SyncInterval time.Duration
+	CallTimeout  time.Duration
 	// ReserveWindows is for how many windows a member that became
 	// unreachable is still reserved for (it may be serving behind a
 	// partition). See counters.OwnerConfig. Default 3.
@@ -111,11 +116,22 @@ type Engine struct {
 	ring  *ring.Ring
 	owner *counters.Owner
 
+	contact time.Duration // counters.OwnerConfig.Contact
+	view    atomic.Uint64 // counters.ViewDigest of alive
+	links   atomic.Pointer[map[string]*link]
+
 	mu       sync.Mutex
 	alive    []string         // sorted, includes self
 	lastSeen map[string]int64 // every member ever seen, last seen alive (Unix ns)
 	departed map[string]bool  // members that announced a graceful leave
-	joined   bool             // SetMembers was called: the join time is set
+}
+
+// link is this member's side of its contact with one other member as an
+// owner: when it last got an answer, and the number of that answer, which
+// the next batch acknowledges.
+type link struct {
+	lastAnswer atomic.Int64 // Unix ns; when first seen until the first answer
+	ack        atomic.Uint64
 }
 
 // NewEngine returns an engine that knows only itself.
@@ -136,6 +152,13 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.MaxPeriod <= 0 {
 		cfg.MaxPeriod = time.Minute
 	}
+	if cfg.SyncInterval <= 0 {
+		cfg.SyncInterval = 200 * time.Millisecond
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = max(2*cfg.SyncInterval, 500*time.Millisecond)
+	}
+	contact := 3*cfg.SyncInterval + cfg.CallTimeout
 	tb, err := counters.NewTable(cfg.Table)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
@@ -148,13 +171,36 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		cfg:   cfg,
 		table: tb,
 		ring:  rg,
-		owner: counters.NewOwner(counters.OwnerConfig{MaxWindows: cfg.OwnerWindows, Grace: cfg.Table.Grace, Lease: cfg.Policy == PolicyLease, ReserveWindows: cfg.ReserveWindows, Settle: cfg.Settle,
+		owner: counters.NewOwner(counters.OwnerConfig{MaxWindows: cfg.OwnerWindows, Grace: cfg.Table.Grace, Lease: cfg.Policy == PolicyLease,
+			ReserveWindows: cfg.ReserveWindows, Settle: contact, Contact: contact, Interval: cfg.SyncInterval,
 			Self: cfg.Name, SelfIncarnation: cfg.Incarnation}),
+		contact:  contact,
 		lastSeen: map[string]int64{},
 		departed: map[string]bool{},
 	}
+	e.links.Store(&map[string]*link{})
+	tb.SetContact(e.contactWith)
 	e.setMembers(time.Unix(0, 0), []string{cfg.Name})
 	return e, nil
+}
+
+// contactWith is the table's ContactFunc: how this member stands with the
+// owner of a series, for a window starting at start. With a central store
+// there are no grants, and every instance admits its static share.
+func (e *Engine) contactWith(hash uint64, start int64) (carry, fallback bool) {
+	if e.cfg.Central != "" {
+		return false, true
+	}
+	owner, ok := e.ring.Owner(hash)
+	if !ok || owner == e.cfg.Name {
+		return true, false
+	}
+	l := (*e.links.Load())[owner]
+	if l == nil {
+		return true, false // a member just seen: in contact until proven otherwise
+	}
+	last := l.lastAnswer.Load()
+	return last >= start-int64(counters.CarryWithin(e.contact)), last < start-int64(counters.FallbackAfter(e.contact))
 }
 
 // Name returns the member name.
@@ -177,37 +223,18 @@ func (e *Engine) Take(now time.Time, limits []counters.Limit, cost int64) (count
 	return e.table.Take(now, limits, cost)
 }
 
+// TakeAgain decides again a request whose decision was pending: see
+// counters.Table.TakeAgain.
+func (e *Engine) TakeAgain(now time.Time, limits []counters.Limit, cost int64) (counters.Decision, error) {
+	return e.table.TakeAgain(now, limits, cost)
+}
+
 // SetMembers installs a new membership view: the names of the members alive
 // now (self is added if missing). It rebuilds the ring, the static shares
 // (counting members gone for less than MaxPeriod, who may still be serving
 // behind a partition) and the owner's reserves.
-//
-// If the first call already shows other members, this member joined an
-// existing cluster then: in the windows already running, whose budget the
-// owners have handed out, the lease policy gives it nothing before its
-// first answer. A member whose first view is itself alone founds the
-// cluster and starts from its static share.
 func (e *Engine) SetMembers(now time.Time, alive []string) {
-	e.mu.Lock()
-	first := !e.joined
-	e.joined = true
-	e.mu.Unlock()
-	if first && slices.ContainsFunc(alive, func(m string) bool { return m != e.cfg.Name }) {
-		e.table.SetJoined(now)
-	}
 	e.setMembers(now, alive)
-}
-
-// MarkJoined records that this member joined an existing cluster at t: in
-// the windows running then, whose budget the owners have already handed
-// out, the lease policy gives it nothing before its first answer (the
-// decision says it is pending). The node calls it once gossip has joined
-// through its seeds; SetMembers guesses it from the first view otherwise.
-func (e *Engine) MarkJoined(t time.Time) {
-	e.mu.Lock()
-	e.joined = true
-	e.mu.Unlock()
-	e.table.SetJoined(t)
 }
 
 func (e *Engine) setMembers(now time.Time, alive []string) {
@@ -254,13 +281,42 @@ func (e *Engine) setMembers(now time.Time, alive []string) {
 
 	sort.Strings(recent)
 	e.ring.Set(a)
-	e.table.SetEpoch(e.ring.Version())
 	e.table.SetShare(len(recent), slices.Index(recent, e.cfg.Name))
 	e.owner.SetMembers(now, a, gone)
+	e.view.Store(counters.ViewDigest(a))
+	e.updateLinks(nowNs, a, gone)
 	// Publish the view last, so that whoever sees it also sees its ring.
 	e.mu.Lock()
 	e.alive = a
 	e.mu.Unlock()
+}
+
+// updateLinks keeps a link to every member alive or recently gone: a new
+// one counts as answered when first seen, so that a member falls back to
+// its static share only after it has heard nothing from an owner for
+// counters.FallbackAfter. The map is replaced, never changed in place: the
+// decision path reads it without a lock.
+func (e *Engine) updateLinks(now int64, alive []string, gone map[string]int64) {
+	old := *e.links.Load()
+	next := make(map[string]*link, len(alive)+len(gone))
+	keep := func(m string) {
+		if m == e.cfg.Name {
+			return
+		}
+		l := old[m]
+		if l == nil {
+			l = &link{}
+			l.lastAnswer.Store(now)
+		}
+		next[m] = l
+	}
+	for _, m := range alive {
+		keep(m)
+	}
+	for m := range gone {
+		keep(m)
+	}
+	e.links.Store(&next)
 }
 
 // Members returns the alive members of the current view, sorted.
@@ -337,7 +393,6 @@ func (e *Engine) Handoff(now time.Time) []*Batch {
 func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epoch uint64, all bool) []*Batch {
 	nowNs := now.UnixNano()
 	members, index := e.table.Share()
-	joined := e.table.Joined()
 	// Batches are sized for an even spread of the keys over the owners,
 	// which spares growing them report by report.
 	perOwner := min(e.table.Len()/max(1, len(e.ring.Members())), e.cfg.MaxBatch)
@@ -357,8 +412,10 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 		if en.Dead() {
 			return true
 		}
+		e.table.AdvanceCarried(en, now)
 		for _, s := range [2]*counters.Slot{en.Previous(), en.Current()} {
-			if s.Own == 0 && s.Demand == 0 {
+			carried := s.HasGrant && s.GlobalAt == 0 // a carried lease no owner answered here yet
+			if s.Own == 0 && s.Demand == 0 && !carried {
 				continue // no traffic in this window
 			}
 			// The current window is reported every interval while it has
@@ -381,11 +438,13 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 					continue // waits for the next interval
 				}
 			}
+			// The cap this member may reach without asking: its grant, or
+			// its static share while it falls back to it, or what it has.
 			capv, has := s.Granted, s.HasGrant
 			if !has {
-				capv = counters.StaticShare(en.Threshold(), members, index, en.Hash())
-				if s.Start < joined { // joined mid-window: holds nothing yet
-					capv = 0
+				capv = s.Own
+				if _, fallback := e.contactWith(en.Hash(), s.Start); fallback || e.cfg.Policy != PolicyLease {
+					capv = counters.StaticShare(en.Threshold(), members, index, en.Hash())
 				}
 			}
 			r := ref{e: en, start: s.Start, own: s.Own, demand: s.Demand, epoch: epoch}
@@ -398,7 +457,10 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 				Demand:    r.demand,
 				Cap:       capv,
 				HasGrant:  has,
+				Carry:     has && s.Carry,
 
+				CapFrom:              s.GrantFrom,
+				CapFromIncarnation:   s.GrantFromIncarnation,
 				KnownGlobal:          s.Global,
 				KnownAcked:           s.Acked,
 				KnownFrom:            s.From,
@@ -419,8 +481,25 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 		ans := e.owner.Report(now, e.cfg.Name, e.cfg.Incarnation, &localReps[i])
 		apply(nowNs, &local[i], ans, e.cfg.Name, e.cfg.Incarnation)
 	}
+	// Under the lease policy every other member gets a batch, empty if need
+	// be: a heartbeat that keeps this member in contact with it as an
+	// owner, and, after a membership change, tells it this member has
+	// nothing else to report.
+	if e.cfg.Central == "" && e.cfg.Policy == PolicyLease && !all {
+		for _, m := range e.Members() {
+			if m != e.cfg.Name && byOwner[m] == nil {
+				byOwner[m] = &Batch{Owner: m, Req: &peerpb.SyncRequest{Origin: e.cfg.Name, Incarnation: e.cfg.Incarnation}}
+			}
+		}
+	}
+	links := *e.links.Load()
+	view := e.view.Load()
 	out := make([]*Batch, 0, len(byOwner))
 	for _, b := range byOwner {
+		b.Req.View = view
+		if l := links[b.Owner]; l != nil {
+			b.Req.Ack = l.ack.Load()
+		}
 		out = append(out, b)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Owner < out[j].Owner })
@@ -439,9 +518,13 @@ func (e *Engine) Apply(now time.Time, b *Batch, resp *peerpb.SyncResponse) error
 		return fmt.Errorf("node: owner %s answered %d totals for %d reports", b.Owner, len(resp.GetTotals()), len(b.refs))
 	}
 	nowNs := now.UnixNano()
+	if l := (*e.links.Load())[b.Owner]; l != nil {
+		l.lastAnswer.Store(nowNs)
+		l.ack.Store(resp.Seq)
+	}
 	for i := range b.refs {
 		t := resp.Totals[i]
-		apply(nowNs, &b.refs[i], counters.Answer{Global: t.Global, Grant: t.Grant, HasGrant: t.HasGrant}, b.Owner, resp.Incarnation)
+		apply(nowNs, &b.refs[i], counters.Answer{Global: t.Global, Grant: t.Grant, HasGrant: t.HasGrant, Carry: t.Carry, Spare: t.Spare}, b.Owner, resp.Incarnation)
 	}
 	return nil
 }
@@ -465,8 +548,10 @@ func apply(nowNs int64, r *ref, a counters.Answer, from string, fromInc uint64) 
 	s.Epoch = r.epoch
 	s.From, s.FromIncarnation = from, fromInc
 	if a.HasGrant {
-		s.Granted, s.HasGrant, s.GrantedAt = a.Grant, true, nowNs
+		s.Granted, s.HasGrant, s.GrantedAt, s.Carry = a.Grant, true, nowNs, a.Carry
+		s.GrantFrom, s.GrantFromIncarnation = from, fromInc
 	}
+	s.Spare, s.Informed = a.Spare, r.demand > 0
 }
 
 // Fail returns a batch's demand to its windows after a failed call; the
@@ -489,10 +574,15 @@ func (e *Engine) Handle(now time.Time, req *peerpb.SyncRequest) (*peerpb.SyncRes
 		return nil, err
 	}
 	resp := &peerpb.SyncResponse{Totals: make([]*peerpb.Total, len(req.Reports)), Incarnation: e.cfg.Incarnation}
+	resp.Seq = e.owner.Hello(now, req.Origin, req.Ack, req.View)
 	for i, w := range req.Reports {
 		r := fromWire(w)
+		if e.cfg.Central == "" {
+			owner, _ := e.ring.Owner(r.Key.SeriesHash())
+			r.Stray = owner != e.cfg.Name
+		}
 		a := e.owner.Report(now, req.Origin, req.Incarnation, &r)
-		resp.Totals[i] = &peerpb.Total{Global: a.Global, Grant: a.Grant, HasGrant: a.HasGrant}
+		resp.Totals[i] = &peerpb.Total{Global: a.Global, Grant: a.Grant, HasGrant: a.HasGrant, Carry: a.Carry, Spare: a.Spare}
 	}
 	if req.Leaving && req.Origin != e.cfg.Name {
 		e.depart(now, req.Origin)
@@ -545,8 +635,10 @@ func validReport(r *peerpb.Report) error {
 		return fmt.Errorf("own %d out of range 0..%d", r.Own, MaxCount)
 	case r.Demand < 0 || r.Demand > MaxCount:
 		return fmt.Errorf("demand %d out of range 0..%d", r.Demand, MaxCount)
-	case len(r.KnownFrom) > MaxOriginSize:
-		return fmt.Errorf("known_from longer than %d bytes", MaxOriginSize)
+	case len(r.KnownFrom) > MaxOriginSize || len(r.CapFrom) > MaxOriginSize:
+		return fmt.Errorf("known_from or cap_from longer than %d bytes", MaxOriginSize)
+	case r.Cap < 0 || r.Cap > MaxCount:
+		return fmt.Errorf("cap %d out of range 0..%d", r.Cap, MaxCount)
 	case r.KnownGlobal < 0 || r.KnownGlobal > MaxCount || r.KnownAcked < 0 || r.KnownAcked > r.KnownGlobal:
 		return fmt.Errorf("known_global %d / known_acked %d out of range", r.KnownGlobal, r.KnownAcked)
 	case r.Threshold < 0 || r.Threshold > MaxCount:
@@ -572,9 +664,12 @@ func toWire(r *counters.Report) *peerpb.Report {
 		HasGrant:      r.HasGrant,
 		KnownGlobal:   r.KnownGlobal,
 		KnownAcked:    r.KnownAcked,
+		Carry:         r.Carry,
 
 		KnownFrom:            r.KnownFrom,
 		KnownFromIncarnation: r.KnownFromIncarnation,
+		CapFrom:              r.CapFrom,
+		CapFromIncarnation:   r.CapFromIncarnation,
 	}
 }
 
@@ -591,7 +686,10 @@ func fromWire(w *peerpb.Report) counters.Report {
 		Demand:    w.Demand,
 		Cap:       w.Cap,
 		HasGrant:  w.HasGrant,
+		Carry:     w.Carry,
 
+		CapFrom:              w.CapFrom,
+		CapFromIncarnation:   w.CapFromIncarnation,
 		KnownGlobal:          w.KnownGlobal,
 		KnownAcked:           w.KnownAcked,
 		KnownFrom:            w.KnownFrom,

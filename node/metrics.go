@@ -15,6 +15,9 @@ type metrics struct {
 	inboundRejected   prometheus.Counter
 	members           prometheus.Gauge
 	storeDown         prometheus.Gauge
+	pending           prometheus.Counter
+	pendingAdmitted   prometheus.Counter
+	pendingSeconds    prometheus.Observer
 }
 
 func newMetrics(reg *prometheus.Registry, n *Node) *metrics {
@@ -49,6 +52,14 @@ func newMetrics(reg *prometheus.Registry, n *Node) *metrics {
 	storeDown := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "peerlimit_store_down", Help: "1 while the backing store cannot be reached.",
 	})
+	pending := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "peerlimit_pending_total",
+		Help: "Requests that waited for the owner's answer (lease policy: no grant yet, or budget moving between instances), by outcome.",
+	}, []string{"result"})
+	pendingSeconds := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "peerlimit_pending_wait_seconds", Help: "How long pending requests waited for the owner's answer.",
+		Buckets: prometheus.ExponentialBuckets(100e-6, 2.5, 12),
+	})
 	keys := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "peerlimit_keys_cached", Help: "Counter series held locally.",
 	}, func() float64 { return float64(n.engine.Table().Len()) })
@@ -62,7 +73,7 @@ func newMetrics(reg *prometheus.Registry, n *Node) *metrics {
 		Name: "peerlimit_expired_total", Help: "Counter series removed after their last window.",
 	}, func() float64 { return float64(n.engine.Table().Stats().Expired) })
 	reg.MustRegister(decisions, syncCalls, decisionSeconds, syncSeconds, batchReports, syncBytes,
-		inboundRejected, members, storeDown, keys, owned, evicted, expired)
+		inboundRejected, members, storeDown, pending, pendingSeconds, keys, owned, evicted, expired)
 	return &metrics{
 		allowed:         decisions.WithLabelValues("allowed"),
 		denied:          decisions.WithLabelValues("denied"),
@@ -75,5 +86,8 @@ func newMetrics(reg *prometheus.Registry, n *Node) *metrics {
 		inboundRejected: inboundRejected,
 		members:         members,
 		storeDown:       storeDown,
+		pending:         pending.WithLabelValues("waited"),
+		pendingAdmitted: pending.WithLabelValues("admitted"),
+		pendingSeconds:  pendingSeconds,
 	}
 }

@@ -48,6 +48,8 @@ type Node struct {
 	peers   map[string]*peer // by member name
 
 	decisions atomic.Uint64 // for sampling the latency metric
+	roundMu   sync.Mutex
+	roundDone chan struct{} // closed when the running (or next) sync round ends
 	storeDown atomic.Bool
 	syncCalls atomic.Uint64
 	syncBytes atomic.Uint64
@@ -87,7 +89,8 @@ func New(cfg Config) (*Node, error) {
 		MaxPeriod:      cfg.MaxPeriod,
 		OwnerWindows:   cfg.OwnerWindows,
 		ReserveWindows: cfg.ReserveWindows,
-		Settle:         3*cfg.SyncInterval + cfg.CallTimeout,
+		SyncInterval:   cfg.SyncInterval,
+		CallTimeout:    cfg.CallTimeout,
 		Central:        central,
 	})
 	if err != nil {
@@ -100,6 +103,8 @@ func New(cfg Config) (*Node, error) {
 		peers:  map[string]*peer{},
 		stop:   make(chan struct{}),
 		kick:   make(chan struct{}, 1),
+
+		roundDone: make(chan struct{}),
 	}
 	n.m = newMetrics(cfg.Registry, n)
 	return n, nil
@@ -140,7 +145,13 @@ func (n *Node) GossipAddr() string {
 func (n *Node) Gossip() *gossip.Gossip { return n.gossip }
 
 // Take decides one request of the given cost against all its limits, from
-// local memory only: no network call, ever. See counters.Table.Take.
+// local memory: see counters.Table.Take. It makes no network call. Under
+// the lease policy, a request this instance cannot admit yet although the
+// limit has room (the decision is pending: it holds no grant for the key
+// yet, or the owner said budget is spare) waits for the next answers of the
+// sync, which it asks for at once, at most Config.PendingWait and never
+// past ctx; it is then decided again. A pending decision that the wait does
+// not settle is a denial whose RetryAfter is one sync interval.
 func (n *Node) Take(ctx context.Context, limits []counters.Limit, cost int64) (counters.Decision, error) {
 	sample := n.decisions.Add(1)%64 == 0
 	var start time.Time
@@ -151,30 +162,91 @@ func (n *Node) Take(ctx context.Context, limits []counters.Limit, cost int64) (c
 	if err != nil {
 		return d, err
 	}
+	if d.Pending {
+		d, err = n.waitPending(ctx, limits, cost)
+		if err != nil {
+			return d, err
+		}
+	}
 	if d.Allowed {
 		n.m.allowed.Inc()
 	} else {
 		n.m.denied.Inc()
-		if d.Pending {
-			// The lease is spent (or not there yet) while the limit has
-			// room: the next answer may bring more. Tell the caller to come
-			// back after one interval, and ask the sync loop to run now —
-			// a channel send that never blocks, at most one per half
-			// interval so that a denied hot tenant cannot make it spin.
-			d.RetryAfter = n.cfg.SyncInterval
-			now := time.Now().UnixNano()
-			if last := n.lastKick.Load(); now-last > int64(n.cfg.SyncInterval/2) && n.lastKick.CompareAndSwap(last, now) {
-				select {
-				case n.kick <- struct{}{}:
-				default:
-				}
-			}
-		}
 	}
 	if sample {
 		n.m.decisionSeconds.Observe(time.Since(start).Seconds())
 	}
 	return d, nil
+}
+
+// waitPending waits for sync rounds to end, asking for one at once, and
+// decides the request again after each, until it is no longer pending or
+// PendingWait has passed.
+func (n *Node) waitPending(ctx context.Context, limits []counters.Limit, cost int64) (counters.Decision, error) {
+	n.m.pending.Inc()
+	start := time.Now()
+	defer func() { n.m.pendingSeconds.Observe(time.Since(start).Seconds()) }()
+	var timeout <-chan time.Time
+	if n.cfg.PendingWait > 0 && n.state.Load() == 1 {
+		// Waiting: the request is decided again after each sync round.
+		t := time.NewTimer(n.cfg.PendingWait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for timeout != nil {
+		round := n.nextRound()
+		n.kickSync()
+		select {
+		case <-round:
+		case <-timeout:
+			timeout = nil
+		case <-ctx.Done():
+			timeout = nil
+		}
+		d, err := n.engine.TakeAgain(n.cfg.Clock(), limits, cost)
+		if err != nil || !d.Pending {
+			if err == nil && d.Allowed {
+				n.m.pendingAdmitted.Inc()
+			}
+			return d, err
+		}
+	}
+	d, err := n.engine.TakeAgain(n.cfg.Clock(), limits, cost)
+	if err == nil && d.Pending {
+		// Budget may still come with the next answers: say so, and ask.
+		n.kickSync()
+		d.Pending, d.RetryAfter = false, n.cfg.SyncInterval
+	}
+	return d, err
+}
+
+// nextRound returns a channel closed when a sync round ends.
+func (n *Node) nextRound() <-chan struct{} {
+	n.roundMu.Lock()
+	defer n.roundMu.Unlock()
+	return n.roundDone
+}
+
+// endRound wakes whoever waits for the end of a sync round.
+func (n *Node) endRound() {
+	n.roundMu.Lock()
+	close(n.roundDone)
+	n.roundDone = make(chan struct{})
+	n.roundMu.Unlock()
+}
+
+// kickSync asks the sync loop to run a round now: a channel send that never
+// blocks, at most one per twentieth of the interval (10 ms at the default
+// 200 ms), so that waiting requests get their answer within a round trip or
+// so and yet cannot make the loop spin.
+func (n *Node) kickSync() {
+	now := time.Now().UnixNano()
+	if last := n.lastKick.Load(); now-last > int64(n.cfg.SyncInterval/200) && n.lastKick.CompareAndSwap(last, now) {
+		select {
+		case n.kick <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Allow is Take with a cost of 1.
@@ -251,15 +323,9 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("node: %w", err)
 	}
 	n.gossip = g
-	joinStart := n.cfg.Clock()
 	if err := g.Start(ctx); err != nil {
 		n.grpcServer.Stop()
 		return fmt.Errorf("node: %w", err)
-	}
-	if len(g.Members()) > 1 {
-		// Joined a running cluster through its seeds (gossip's first
-		// membership callback may still have shown this node alone).
-		n.engine.MarkJoined(joinStart)
 	}
 	n.loopsWG.Add(1)
 	go n.syncLoop()
@@ -345,6 +411,7 @@ func (n *Node) syncLoop() {
 		case <-n.kick:
 		}
 		n.SyncOnce(context.Background())
+		n.endRound()
 		if i%sweepEvery == 0 {
 			n.engine.Sweep(n.cfg.Clock())
 		}
@@ -451,6 +518,7 @@ func (n *Node) Close(ctx context.Context) error {
 	close(n.stop)
 	n.loopsWG.Wait()
 	n.SyncOnce(ctx) // flush to the current owners
+	n.endRound()
 	// And hand every window to the owner it will have without this node.
 	var wg sync.WaitGroup
 	for _, b := range n.engine.Handoff(n.cfg.Clock()) {

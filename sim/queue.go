@@ -15,6 +15,7 @@ type event struct {
 	stream *stream   // arrival
 	msg    *message  // deliver
 	fault  *Event    // timeline
+	park   *parked   // pending deadline
 }
 
 type evKind uint8
@@ -25,6 +26,7 @@ const (
 	evRefresh
 	evDeliver
 	evFault
+	evPendingDeadline
 )
 
 // queue is a min-heap of events ordered by (at, seq).

@@ -38,6 +38,13 @@ type Result struct {
 	// max(0, min(offered, limit)-admitted)/min(offered, limit).
 	MaxOvershootPct  float64 `json:"max_overshoot_pct"`
 	MaxUndershootPct float64 `json:"max_undershoot_pct"`
+	// FalseDenials counts the requests of measured windows wrongly denied:
+	// in each window, as many of the denied requests as the limit still had
+	// room for when the window ended (Window.FalseDenials).
+	// MaxFalseDenialPct is the largest share of a window's offered requests
+	// wrongly denied, in percent.
+	FalseDenials      int64   `json:"false_denials"`
+	MaxFalseDenialPct float64 `json:"max_false_denial_pct"`
 	// SyncMessages counts every message put on the simulated wire, whether
 	// it arrived or not: each sync request (each copy of a duplicated one)
 	// and each answer (to the peer protocol or the central store); SyncBytes
@@ -62,30 +69,50 @@ type Window struct {
 	// WindowStart is in seconds since the start of the run.
 	WindowStart float64 `json:"window_start"`
 	Limit       int64   `json:"limit"`
-	// Offered counts the requests of the window that no other tier of the
-	// SLA denied; Admitted those admitted.
+	// Offered counts the requests that arrived in the window and that no
+	// other tier of the SLA denied; Admitted those admitted. Charged counts
+	// the requests admitted and charged to the window: a request that
+	// waited for the owner's answer across the window's start arrived in
+	// the window before.
 	Offered  int64 `json:"offered"`
 	Admitted int64 `json:"admitted"`
+	Charged  int64 `json:"charged"`
 }
 
-// Overshoot returns max(0, admitted-limit)/limit.
+// FalseDenials returns how many of the window's denied requests the limit
+// had room for: min(offered-admitted, max(0, limit-charged)).
+func (w Window) FalseDenials() int64 {
+	return max(0, min(w.Offered-w.Admitted, w.Limit-w.Charged))
+}
+
+// FalseDenialShare returns FalseDenials / offered, or 0 when nothing was
+// offered.
+func (w Window) FalseDenialShare() float64 {
+	if w.Offered <= 0 {
+		return 0
+	}
+	return float64(w.FalseDenials()) / float64(w.Offered)
+}
+
+// Overshoot returns max(0, charged-limit)/limit.
 func (w Window) Overshoot() float64 {
-	return float64(max(0, w.Admitted-w.Limit)) / float64(w.Limit)
+	return float64(max(0, w.Charged-w.Limit)) / float64(w.Limit)
 }
 
-// Undershoot returns max(0, min(offered, limit)-admitted)/min(offered,
-// limit), or 0 when nothing was offered.
+// Undershoot returns max(0, min(offered, limit)-charged)/min(offered,
+// limit), or 0 when nothing was offered: how much of the window's budget
+// went unused while it was asked for.
 func (w Window) Undershoot() float64 {
 	m := min(w.Offered, w.Limit)
 	if m <= 0 {
 		return 0
 	}
-	return float64(max(0, m-w.Admitted)) / float64(m)
+	return float64(max(0, m-w.Charged)) / float64(m)
 }
 
 func (w *world) result() *Result {
 	r := &Result{Policy: w.policy, SyncMessages: w.messages, SyncBytes: w.bytes, Stats: w.stats, Windows: []Window{}}
-	var over, under float64
+	var over, under, fd float64
 	for _, s := range w.series {
 		for i, t := range s.sla.Tiers {
 			per := int64(t.Period)
@@ -102,15 +129,19 @@ func (w *world) result() *Result {
 					Limit:       t.Threshold,
 					Offered:     tc.offered[k],
 					Admitted:    tc.admitted[k],
+					Charged:     tc.charged[k],
 				}
 				over = max(over, win.Overshoot())
 				under = max(under, win.Undershoot())
+				fd = max(fd, win.FalseDenialShare())
+				r.FalseDenials += win.FalseDenials()
 				r.Windows = append(r.Windows, win)
 			}
 		}
 	}
 	r.MaxOvershootPct = round3(over * 100)
 	r.MaxUndershootPct = round3(under * 100)
+	r.MaxFalseDenialPct = round3(fd * 100)
 	return r
 }
 
@@ -156,15 +187,17 @@ func (b Bound) holds(r *Result) (string, bool) {
 				if b.Value > 0 {
 					allowed = max(allowed, 1)
 				}
-				if float64(w.Admitted-w.Limit) > allowed+1e-9 {
+				if float64(w.Charged-w.Limit) > allowed+1e-9 {
 					return fmt.Sprintf("%v: %s %s at %gs admitted %d of %d (%.3f%%)",
-						b, w.Tenant, w.SLA, w.WindowStart, w.Admitted, w.Limit, 100*w.Overshoot()), false
+						b, w.Tenant, w.SLA, w.WindowStart, w.Charged, w.Limit, 100*w.Overshoot()), false
 				}
 			}
 			return "", true
 		}
 	case "undershoot":
 		got = r.MaxUndershootPct
+	case "falsedeny":
+		got = r.MaxFalseDenialPct
 	case "messages":
 		got = float64(r.SyncMessages)
 	}

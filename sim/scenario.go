@@ -38,14 +38,24 @@ type Scenario struct {
 	Warmup time.Duration
 	// Net is the network model.
 	Net Network
+	// Profile names the gossip timing the membership delays model:
+	// "local" (gossip.ProfileLocal, the default) or "lan"
+	// (gossip.ProfileLAN, node.DefaultConfig's, for production).
+	Profile string
 	// Detect is how long after a crash, partition or heal members see it
 	// (memberlist's failure detection), plus a uniform jitter in
-	// [0, DetectJitter) per member. Default 1 s and 200 ms.
+	// [0, DetectJitter) per member. Default: the profile's (local: 700 ms
+	// and 300 ms; lan: see Profiles).
 	Detect       time.Duration
 	DetectJitter time.Duration
 	// Notify is how long after a join, restart or leave the other members
-	// see it (a broadcast, faster than failure detection). Default 200 ms.
+	// see it (a broadcast, faster than failure detection). Default: the
+	// profile's (local: 200 ms).
 	Notify time.Duration
+	// PendingWait is node.Config.PendingWait: how long a request the lease
+	// policy cannot admit yet waits for the owner's answers, a sync being
+	// asked for at once. Default 3 x Sync, as in the node; 0 never waits.
+	PendingWait time.Duration
 	// Skew maps member names to clock offsets; SkewRandom, when > 0, gives
 	// every member not in Skew an offset drawn uniformly in ±SkewRandom.
 	Skew       map[string]time.Duration
@@ -143,7 +153,29 @@ const (
 	EvRestart   = "restart"
 	EvJoin      = "join"
 	EvLeave     = "leave"
+	// EvCut drops every message from the members of Groups[0] to those of
+	// Groups[1] (a one-way cut: the other direction still gets through).
+	// Failure detection needs round trips, so each side sees the other gone
+	// after the detection delay, as with a partition. Heal ends it.
+	EvCut = "cut"
 )
+
+// Profile is the membership timing of one gossip profile, as the simulator
+// models it.
+type Profile struct {
+	// Detect and DetectJitter: when members see a crash, partition or heal.
+	// Notify: when they see a join, restart or graceful leave.
+	Detect, DetectJitter, Notify time.Duration
+}
+
+// Profiles are the gossip profiles the simulator models, measured on real
+// memberlist clusters on 127.0.0.1 (the gossip package's tests, and
+// TestLANDetectionTiming): "local" is gossip.ProfileLocal, "lan"
+// gossip.ProfileLAN, node.DefaultConfig's.
+var Profiles = map[string]Profile{
+	"local": {Detect: 700 * time.Millisecond, DetectJitter: 300 * time.Millisecond, Notify: 200 * time.Millisecond},
+	"lan":   {Detect: 5500 * time.Millisecond, DetectJitter: time.Second, Notify: 400 * time.Millisecond},
+}
 
 // Event is one fault in the timeline. A plain value.
 type Event struct {
@@ -152,7 +184,8 @@ type Event struct {
 	// Name is the member concerned (crash, restart, join, leave).
 	Name string
 	// Groups are the sides of a partition; "store" may appear in one (the
-	// central store; default: with the first group).
+	// central store; default: with the first group). For a cut, the
+	// senders and the receivers whose messages are dropped.
 	Groups [][]string
 	// Text is the event as written, for plots.
 	Text string
@@ -186,12 +219,15 @@ func (b Bound) String() string {
 // ParseScenario parses a scenario file. name is used in errors and as the
 // scenario's Name.
 func ParseScenario(name string, src []byte) (*Scenario, error) {
+	local := Profiles["local"]
 	sc := &Scenario{
 		Name:         name,
 		Sync:         time.Second,
-		Detect:       time.Second,
-		DetectJitter: 200 * time.Millisecond,
-		Notify:       200 * time.Millisecond,
+		Profile:      "local",
+		Detect:       local.Detect,
+		DetectJitter: local.DetectJitter,
+		Notify:       local.Notify,
+		PendingWait:  -1,
 		Net:          Network{Latency: time.Millisecond, Jitter: 500 * time.Microsecond, JitterDist: "exp"},
 		Skew:         map[string]time.Duration{},
 		Warmup:       -1,
@@ -225,9 +261,6 @@ type parser struct {
 	sc   *Scenario
 	name string
 	line int
-	// pending timeline events whose member names need the final SLAs
-	// (owner:TENANT/SLA) to resolve.
-	ownerRefs []*string
 }
 
 func (p *parser) directive(f []string) error {
@@ -269,6 +302,14 @@ func (p *parser) directive(f []string) error {
 		}
 	case "notify":
 		return setDur(&sc.Notify, args, false)
+	case "profile":
+		pr, ok := Profiles[strings.Join(args, " ")]
+		if len(args) != 1 || !ok {
+			return fmt.Errorf("want local or lan")
+		}
+		sc.Profile, sc.Detect, sc.DetectJitter, sc.Notify = args[0], pr.Detect, pr.DetectJitter, pr.Notify
+	case "pending":
+		return setDur(&sc.PendingWait, args, false)
 	case "skew":
 		if len(args) != 2 {
 			return fmt.Errorf("want NAME OFFSET or random MAX")
@@ -594,13 +635,28 @@ func (p *parser) at(args []string) error {
 		if len(ev.Groups) < 2 || slices.ContainsFunc(ev.Groups, func(g []string) bool { return len(g) == 0 }) {
 			return fmt.Errorf("want at least two non-empty groups: A,B | C")
 		}
+	case EvCut:
+		from, to, ok := strings.Cut(strings.Join(rest, " "), "->")
+		split := func(s string) []string {
+			var out []string
+			for _, n := range strings.Split(strings.ReplaceAll(s, " ", ""), ",") {
+				if n != "" {
+					out = append(out, n)
+				}
+			}
+			return out
+		}
+		ev.Groups = [][]string{split(from), split(to)}
+		if !ok || len(ev.Groups[0]) == 0 || len(ev.Groups[1]) == 0 {
+			return fmt.Errorf("want cut A,B -> C (messages from A and B to C are dropped)")
+		}
 	case EvCrash, EvRestart, EvJoin, EvLeave:
 		if len(rest) != 1 {
 			return fmt.Errorf("want %s NAME", ev.Kind)
 		}
 		ev.Name = rest[0]
 	default:
-		return fmt.Errorf("unknown event %q (want partition, isolate, heal, crash, restart, join, leave)", ev.Kind)
+		return fmt.Errorf("unknown event %q (want partition, isolate, cut, heal, crash, restart, join, leave)", ev.Kind)
 	}
 	p.sc.Timeline = append(p.sc.Timeline, ev)
 	return nil
@@ -640,14 +696,14 @@ func parseBound(s string) (Bound, error) {
 		}
 		b := Bound{Metric: m, Op: op}
 		switch m {
-		case "overshoot", "undershoot":
+		case "overshoot", "undershoot", "falsedeny":
 			if !strings.HasSuffix(v, "%") {
 				return b, fmt.Errorf("want a percentage")
 			}
 			v = strings.TrimSuffix(v, "%")
 		case "messages":
 		default:
-			return b, fmt.Errorf("unknown metric %q (want overshoot, undershoot, messages)", m)
+			return b, fmt.Errorf("unknown metric %q (want overshoot, undershoot, falsedeny, messages)", m)
 		}
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f < 0 {
@@ -678,6 +734,9 @@ func (p *parser) finish() error {
 	}
 	if sc.Warmup < 0 {
 		sc.Warmup = longest
+	}
+	if sc.PendingWait < 0 {
+		sc.PendingWait = 3 * sc.Sync
 	}
 	if sc.PlotTenant == "" {
 		sc.PlotTenant, sc.PlotSLA = sc.Traffic[0].Tenants[0], sc.Traffic[0].SLA

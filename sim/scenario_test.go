@@ -114,8 +114,31 @@ func TestParseScenarioDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sc.Sync != time.Second || sc.Warmup != 10*time.Second || sc.Detect != time.Second || sc.Notify != 200*time.Millisecond {
-		t.Errorf("defaults: sync %v warmup %v detect %v notify %v", sc.Sync, sc.Warmup, sc.Detect, sc.Notify)
+	local := Profiles["local"]
+	if sc.Sync != time.Second || sc.Warmup != 10*time.Second || sc.Profile != "local" || sc.Detect != local.Detect ||
+		sc.DetectJitter != local.DetectJitter || sc.Notify != local.Notify || sc.PendingWait != 3*time.Second {
+		t.Errorf("defaults: sync %v warmup %v profile %s detect %v jitter %v notify %v pending %v",
+			sc.Sync, sc.Warmup, sc.Profile, sc.Detect, sc.DetectJitter, sc.Notify, sc.PendingWait)
+	}
+	lan, err := ParseScenario("m", []byte(minimal+"profile lan\npending 0s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lan.Detect != Profiles["lan"].Detect || lan.PendingWait != 0 {
+		t.Errorf("profile lan: detect %v pending %v", lan.Detect, lan.PendingWait)
+	}
+	if _, err := ParseScenario("m", []byte(minimal+"profile wan\n")); err == nil {
+		t.Error("profile wan accepted")
+	}
+	cut, err := ParseScenario("m", []byte(minimal+"at 5s cut n0,n1 -> n2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := cut.Timeline[0]; ev.Kind != EvCut || !slices.Equal(ev.Groups[0], []string{"n0", "n1"}) || !slices.Equal(ev.Groups[1], []string{"n2"}) {
+		t.Errorf("cut event %+v", ev)
+	}
+	if _, err := ParseScenario("m", []byte(minimal+"at 5s cut n0 n2\n")); err == nil {
+		t.Error("cut without -> accepted")
 	}
 	if tr := sc.Traffic[0]; tr.Rate != 200 || !tr.Poisson || tr.Burst != 1 || tr.Spread != nil {
 		t.Errorf("traffic defaults %+v", tr)

@@ -62,6 +62,12 @@ type Stats struct {
 	// Evicted counts series evicted from local tables (the sizing should
 	// make it 0).
 	Evicted int64
+	// Pending counts the requests whose lease decision was pending and
+	// that waited for the owner's answers (Scenario.PendingWait), and
+	// PendingAdmitted those admitted after the wait; PendingWait is their
+	// total wait and PendingWaitMax the longest, in virtual time.
+	Pending, PendingAdmitted    int64
+	PendingWait, PendingWaitMax time.Duration
 }
 
 // DecisionsPerSecond returns simulated decisions per second of real time.
@@ -90,6 +96,7 @@ func Run(sc *Scenario, p Policy, seed uint64) (*Result, error) {
 		mem:    rand.New(rand.NewPCG(seed, 3)),
 		byName: map[string]*instance{},
 		store:  map[counters.Key]int64{},
+		drop:   map[[2]string]bool{},
 	}
 	w.storeInst = &instance{w: w, name: "store", up: true, idx: -1}
 	if err := w.setup(seed); err != nil {
@@ -104,6 +111,15 @@ func Run(sc *Scenario, p Policy, seed uint64) (*Result, error) {
 		w.stats.Events++
 		if err := w.dispatch(e); err != nil {
 			return nil, err
+		}
+	}
+	// Requests still waiting when the run ends are decided then.
+	w.vt = w.end - 1
+	for _, in := range w.insts {
+		for _, p := range in.parked {
+			if !p.done && in.eng != nil && in.gen == p.gen {
+				w.pendingDeadline(p)
+			}
 		}
 	}
 	for _, in := range w.insts {
@@ -129,6 +145,7 @@ type world struct {
 	joinGroup int // the group new members land in (a partition's first side)
 
 	store    map[counters.Key]int64 // the central store's counters
+	drop     map[[2]string]bool     // one-way cuts: (from, to) pairs whose messages are dropped
 	series   []*series
 	messages int64
 	bytes    int64
@@ -154,6 +171,24 @@ type instance struct {
 	round []*flight       // the batches of the last sync round
 	view  []string        // the membership the engine was last given
 	phase int64           // tick phase within the sync interval
+
+	// Requests waiting for the owner's answers (pending lease decisions),
+	// in arrival order; kick asks for a round as soon as the open one
+	// ends, and lastKick rate-limits kicks as the node does.
+	parked   []*parked
+	kick     bool
+	lastKick int64
+}
+
+// parked is a request whose lease decision was pending, waiting for the
+// instance's next sync round to end (or its deadline).
+type parked struct {
+	inst     *instance
+	gen      uint64
+	series   *series
+	arrived  int64
+	deadline int64
+	done     bool
 }
 
 // serving reports whether the load balancer sends the instance requests:
@@ -301,11 +336,13 @@ func (w *world) start(in *instance, announce bool) error {
 		in.tab = tab
 	} else {
 		eng, err := node.NewEngine(node.EngineConfig{
-			Name:        in.name,
-			Incarnation: in.inc,
-			Policy:      node.Policy(w.policy),
-			Table:       w.tableConfig(),
-			Ring:        ring.DefaultConfig(),
+			Name:         in.name,
+			Incarnation:  in.inc,
+			Policy:       node.Policy(w.policy),
+			Table:        w.tableConfig(),
+			Ring:         ring.DefaultConfig(),
+			SyncInterval: w.sc.Sync,
+			CallTimeout:  w.sc.Sync, // a call times out at the next tick
 		})
 		if err != nil {
 			return fmt.Errorf("sim: %w", err)
@@ -328,6 +365,7 @@ func (w *world) stop(in *instance, delay int64) {
 	in.leaving = 0
 	in.gen++
 	in.eng, in.tab, in.round, in.view = nil, nil, nil, nil
+	in.parked, in.kick = nil, false // their clients see the connection fail
 	w.notifyOthers(in, delay)
 }
 
@@ -366,7 +404,7 @@ func (w *world) refresh(in *instance) {
 	}
 	var view []string
 	for _, o := range w.insts {
-		if o.up && o.group == in.group {
+		if o.up && o.group == in.group && !w.drop[[2]string{o.name, in.name}] && !w.drop[[2]string{in.name, o.name}] {
 			view = append(view, o.name)
 		}
 	}
@@ -394,6 +432,8 @@ func (w *world) dispatch(e *event) error {
 		w.deliver(e.msg)
 	case evFault:
 		return w.fault(e.fault)
+	case evPendingDeadline:
+		w.pendingDeadline(e.park)
 	}
 	return nil
 }
@@ -416,7 +456,17 @@ func (w *world) arrival(e *event) {
 		}
 		w.stats.Decisions++
 	}
-	s.record(w.vt, d)
+	if d.Pending && w.sc.PendingWait > 0 {
+		// As the node does: the request waits for the next sync round, which
+		// is asked for at once, and is decided again when the round ends.
+		p := &parked{inst: in, gen: in.gen, series: s, arrived: w.vt, deadline: w.vt + int64(w.sc.PendingWait)}
+		in.parked = append(in.parked, p)
+		w.stats.Pending++
+		w.q.push(&event{at: p.deadline, kind: evPendingDeadline, park: p})
+		w.kickSync(in)
+	} else {
+		s.record(w.vt, w.vt, d)
+	}
 	if at := st.next(w.vt, st.draw()); at >= 0 {
 		e.at = at
 		w.q.push(e)
@@ -444,16 +494,117 @@ func (w *world) tick(in *instance) {
 	if in.leaving > 0 {
 		w.advanceLeave(in)
 	} else if !open {
-		in.round = in.round[:0]
+		w.startRound(in)
 		if in.eng != nil {
-			w.prepareEngine(in, now)
 			in.eng.Sweep(now)
 		} else {
-			w.prepareCentral(in, now)
 			in.tab.Sweep(now)
 		}
 	}
 	w.q.push(&event{at: w.vt + w.sync, kind: evTick, inst: in, gen: in.gen})
+}
+
+// startRound starts a sync round: one batch per owner (Prepare, whose local
+// merges apply at once), or the central deltas.
+func (w *world) startRound(in *instance) {
+	in.round = in.round[:0]
+	in.kick = false
+	if in.eng != nil {
+		w.prepareEngine(in, in.now())
+	} else {
+		w.prepareCentral(in, in.now())
+	}
+	w.roundProgress(in)
+}
+
+// roundProgress runs what the end of a round starts, once every call of it
+// is answered or failed: the waiting requests are decided again, as the
+// node does after SyncOnce, and a round asked for meanwhile starts.
+func (w *world) roundProgress(in *instance) {
+	for _, f := range in.round {
+		if !f.done {
+			return
+		}
+	}
+	if in.eng == nil || in.leaving > 0 {
+		return
+	}
+	w.retryParked(in)
+	if in.kick {
+		w.startRound(in)
+	}
+}
+
+// kickSync asks for a round at once, at most one per twentieth of the
+// interval, as node.Node does for a pending request.
+func (w *world) kickSync(in *instance) {
+	if in.eng == nil || in.leaving > 0 || (in.lastKick > 0 && w.vt-in.lastKick <= w.sync/20) {
+		return
+	}
+	in.lastKick = w.vt
+	for _, f := range in.round {
+		if !f.done {
+			in.kick = true // starts when the open round ends
+			return
+		}
+	}
+	w.startRound(in)
+}
+
+// retryParked decides the waiting requests again; those still pending ask
+// for another round.
+func (w *world) retryParked(in *instance) {
+	if len(in.parked) == 0 {
+		return
+	}
+	still := in.parked[:0]
+	for _, p := range in.parked {
+		if p.done {
+			continue
+		}
+		d, err := in.eng.TakeAgain(in.now(), p.series.limits, 1)
+		if err == nil && d.Pending {
+			still = append(still, p)
+			continue
+		}
+		if err != nil {
+			d = counters.Decision{Tier: -1}
+		}
+		w.settle(p, d)
+	}
+	for i := len(still); i < len(in.parked); i++ {
+		in.parked[i] = nil
+	}
+	in.parked = still
+	if len(still) > 0 {
+		w.kickSync(in)
+	}
+}
+
+// pendingDeadline ends a request's wait: decided once more, and denied if
+// still pending.
+func (w *world) pendingDeadline(p *parked) {
+	in := p.inst
+	if p.done || in.gen != p.gen || in.eng == nil {
+		return
+	}
+	d, err := in.eng.TakeAgain(in.now(), p.series.limits, 1)
+	if err != nil {
+		d = counters.Decision{Tier: -1}
+	}
+	d.Pending = false
+	w.settle(p, d)
+}
+
+func (w *world) settle(p *parked, d counters.Decision) {
+	p.done = true
+	wait := time.Duration(w.vt - p.arrived)
+	w.stats.PendingWait += wait
+	w.stats.PendingWaitMax = max(w.stats.PendingWaitMax, wait)
+	if d.Allowed {
+		w.stats.PendingAdmitted++
+	}
+	p.series.record(p.arrived, w.vt, d)
 }
 
 func (w *world) prepareEngine(in *instance, now time.Time) {
@@ -491,7 +642,7 @@ func (w *world) send(m *message) {
 	for c := 0; c < copies; c++ {
 		w.messages++
 		w.bytes += size
-		if m.to == nil || m.from.group != m.to.group {
+		if m.to == nil || m.from.group != m.to.group || w.drop[[2]string{m.from.name, m.to.name}] {
 			w.stats.Cut++
 			continue
 		}
@@ -527,7 +678,7 @@ func (w *world) latency() int64 {
 }
 
 func (w *world) deliver(m *message) {
-	if m.from.group != m.to.group { // a partition began while in flight
+	if m.from.group != m.to.group || w.drop[[2]string{m.from.name, m.to.name}] { // a cut began while in flight
 		w.stats.Cut++
 		return
 	}
@@ -562,7 +713,9 @@ func (w *world) deliver(m *message) {
 	}
 	if in.leaving > 0 {
 		w.advanceLeave(in)
+		return
 	}
+	w.roundProgress(in)
 }
 
 // leave starts a graceful shutdown, as node.Node.Close does: the instance
@@ -634,7 +787,15 @@ func (w *world) fault(ev *Event) error {
 		}
 		w.joinGroup = w.storeInst.group
 		w.notifyOthers(nil, detect)
+	case EvCut:
+		for _, from := range ev.Groups[0] {
+			for _, to := range ev.Groups[1] {
+				w.drop[[2]string{from, to}] = true
+			}
+		}
+		w.notifyOthers(nil, detect)
 	case EvHeal:
+		clear(w.drop)
 		for _, in := range w.insts {
 			in.group = 0
 		}

@@ -183,8 +183,8 @@ traffic tenants=a,b sla=api rate=3x
 			t.Fatal(err)
 		}
 		for _, w := range r.Windows {
-			if w.Admitted != w.Limit {
-				t.Errorf("%s: %s at %vs admitted %d, want exactly %d", p, w.Tenant, w.WindowStart, w.Admitted, w.Limit)
+			if w.Charged != w.Limit {
+				t.Errorf("%s: %s at %vs admitted %d, want exactly %d", p, w.Tenant, w.WindowStart, w.Charged, w.Limit)
 			}
 		}
 		if p != Central && r.SyncMessages != 0 {
@@ -212,8 +212,8 @@ at 0s partition store | n0,n1,n2
 		t.Fatal(err)
 	}
 	for _, w := range r.Windows {
-		if w.Admitted < 2990 {
-			t.Errorf("window %v: admitted %d, want ~3000 (each instance alone admits the limit)", w.WindowStart, w.Admitted)
+		if w.Charged < 2990 {
+			t.Errorf("window %v: admitted %d, want ~3000 (each instance alone admits the limit)", w.WindowStart, w.Charged)
 		}
 	}
 	if r.Stats.Cut == 0 || r.Stats.Cut != r.SyncMessages {
@@ -273,8 +273,8 @@ at 25100ms restart n0
 		// Restarting mid-window, n0 must not get a fresh budget on top of
 		// what its previous run admitted (the owner adds incarnations).
 		// Its unreported counts (at most a sync interval's) may be lost.
-		if w.Admitted > w.Limit+20 {
-			t.Errorf("window %v: admitted %d of %d after a restart", w.WindowStart, w.Admitted, w.Limit)
+		if w.Charged > w.Limit+20 {
+			t.Errorf("window %v: admitted %d of %d after a restart", w.WindowStart, w.Charged, w.Limit)
 		}
 	}
 }
@@ -319,7 +319,7 @@ traffic tenants=org1 sla=api rate=2x
 		panic(err)
 	}
 	for _, w := range r.Windows {
-		fmt.Printf("%s %s at %vs: admitted %d of %d\n", w.Tenant, w.SLA, w.WindowStart, w.Admitted, w.Limit)
+		fmt.Printf("%s %s at %vs: admitted %d of %d\n", w.Tenant, w.SLA, w.WindowStart, w.Charged, w.Limit)
 	}
 	// Output:
 	// org1 api/10s at 10s: admitted 1000 of 1000

@@ -19,7 +19,11 @@ type series struct {
 }
 
 type tierCount struct {
-	offered, admitted []int64 // indexed by window number since the start
+	// Indexed by window number since the start: requests offered and
+	// admitted, by the window they arrived in, and admitted requests by the
+	// window they were charged to (a request that waited for the owner's
+	// answer across a window start is charged to the next one).
+	offered, admitted, charged []int64
 }
 
 func newSeries(tenant string, sla *SLA, dur time.Duration) *series {
@@ -28,28 +32,35 @@ func newSeries(tenant string, sla *SLA, dur time.Duration) *series {
 		l := counters.Limit{Tenant: tenant, Endpoint: sla.ID, Method: method, Period: t.Period, Threshold: t.Threshold, Algorithm: t.Algorithm}
 		s.limits = append(s.limits, l.Prepare())
 		n := int(dur/t.Period) + 1
-		s.tiers = append(s.tiers, tierCount{offered: make([]int64, n), admitted: make([]int64, n)})
+		s.tiers = append(s.tiers, tierCount{offered: make([]int64, n), admitted: make([]int64, n), charged: make([]int64, n)})
 	}
 	return s
 }
 
-// record counts one request decided at virtual time vt. A tier counts the
+// record counts one request that arrived at virtual time arrived and was
+// decided at decided (later when it waited for the owner's answers): it is
+// offered (and admitted) in the window it arrived in and, if admitted,
+// charged to the window it was decided in, as the instance counts it. A tier counts the
 // request as offered unless another tier of the SLA denied it: tiers are
 // charged together, and a request refused because of another tier says
 // nothing about this one (see the package documentation).
-func (s *series) record(vt int64, d counters.Decision) {
+func (s *series) record(arrived, decided int64, d counters.Decision) {
 	for i := range s.tiers {
-		w := int(vt / int64(s.sla.Tiers[i].Period))
+		p := int64(s.sla.Tiers[i].Period)
+		wa, wd := int(arrived/p), int(decided/p)
 		tc := &s.tiers[i]
-		if w >= len(tc.offered) {
+		if wa >= len(tc.offered) {
 			continue
 		}
 		switch {
 		case d.Allowed:
-			tc.offered[w]++
-			tc.admitted[w]++
+			tc.offered[wa]++
+			tc.admitted[wa]++
+			if wd < len(tc.charged) {
+				tc.charged[wd]++
+			}
 		case d.Tier == i || d.Tier < 0:
-			tc.offered[w]++
+			tc.offered[wa]++
 		}
 	}
 }

@@ -128,9 +128,9 @@ func TestSeriesRecord(t *testing.T) {
 	sla := &SLA{ID: "api", Tiers: []Tier{{counters.Fixed, 10 * time.Second, 1000}, {counters.Sliding, time.Second, 150}}}
 	s := newSeries("t", sla, 20*time.Second)
 	at := int64(12 * time.Second)
-	s.record(at, counters.Decision{Allowed: true, Tier: 1})
-	s.record(at, counters.Decision{Allowed: false, Tier: 0}) // denied by the 10 s tier: not offered to the 1 s one
-	s.record(at, counters.Decision{Allowed: false, Tier: 1}) // denied by the 1 s tier: not offered to the 10 s one
+	s.record(at, at, counters.Decision{Allowed: true, Tier: 1})
+	s.record(at, at, counters.Decision{Allowed: false, Tier: 0}) // denied by the 10 s tier: not offered to the 1 s one
+	s.record(at, at, counters.Decision{Allowed: false, Tier: 1}) // denied by the 1 s tier: not offered to the 10 s one
 	if o, a := s.tiers[0].offered[1], s.tiers[0].admitted[1]; o != 2 || a != 1 {
 		t.Errorf("10 s tier: offered %d admitted %d, want 2 and 1", o, a)
 	}
@@ -161,15 +161,23 @@ func TestWindowFigures(t *testing.T) {
 	for _, tc := range []struct {
 		w           Window
 		over, under float64
+		falseDenied int64
 	}{
-		{Window{Limit: 1000, Offered: 2000, Admitted: 1000}, 0, 0},
-		{Window{Limit: 1000, Offered: 2000, Admitted: 1150}, 0.15, 0},
-		{Window{Limit: 1000, Offered: 2000, Admitted: 900}, 0, 0.1},
-		{Window{Limit: 1000, Offered: 500, Admitted: 400}, 0, 0.2},
-		{Window{Limit: 1000, Offered: 0, Admitted: 0}, 0, 0},
+		{Window{Limit: 1000, Offered: 2000, Admitted: 1000, Charged: 1000}, 0, 0, 0},
+		{Window{Limit: 1000, Offered: 2000, Admitted: 1150, Charged: 1150}, 0.15, 0, 0},
+		{Window{Limit: 1000, Offered: 2000, Admitted: 900, Charged: 900}, 0, 0.1, 100},
+		{Window{Limit: 1000, Offered: 500, Admitted: 400, Charged: 400}, 0, 0.2, 100},
+		{Window{Limit: 1000, Offered: 0, Admitted: 0, Charged: 0}, 0, 0, 0},
+		// Two requests arrived here waited and were charged to the next
+		// window; one arrived in the window before and was charged here.
+		{Window{Limit: 100, Offered: 100, Admitted: 100, Charged: 99}, 0, 0.01, 0},
+		{Window{Limit: 100, Offered: 80, Admitted: 78, Charged: 100}, 0, 0, 0},
 	} {
 		if o, u := tc.w.Overshoot(), tc.w.Undershoot(); math.Abs(o-tc.over) > 1e-9 || math.Abs(u-tc.under) > 1e-9 {
 			t.Errorf("%+v: overshoot %v undershoot %v, want %v and %v", tc.w, o, u, tc.over, tc.under)
+		}
+		if fd := tc.w.FalseDenials(); fd != tc.falseDenied {
+			t.Errorf("%+v: false denials %d, want %d", tc.w, fd, tc.falseDenied)
 		}
 	}
 }
@@ -182,7 +190,7 @@ func TestCheckBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := func(admitted int64, msgs int64) *Result {
-		w := Window{Limit: 50, Offered: 100, Admitted: admitted}
+		w := Window{Limit: 50, Offered: 100, Admitted: admitted, Charged: admitted}
 		return &Result{Policy: Lease, MaxOvershootPct: 100 * w.Overshoot(), MaxUndershootPct: 100 * w.Undershoot(), SyncMessages: msgs, Windows: []Window{w}}
 	}
 	for _, tc := range []struct {

@@ -249,6 +249,8 @@ func accuracy(ctx context.Context, d design, e env, base int, r *result) error {
 		admitted[t] = make([]int64, o.Windows)
 	}
 	var errs, dropped atomic.Uint64
+	var mu sync.Mutex           // offered and admitted
+	var inflight sync.WaitGroup // requests still being decided
 	calls0 := d.coordCalls()
 	cpu0, rcpu0 := processCPU(), e.redisCPU()
 	start := time.Now()
@@ -288,19 +290,29 @@ func accuracy(ctx context.Context, d design, e env, base int, r *result) error {
 					if ts >= end {
 						return
 					}
-					win := int((ts - first) / P)
-					ok, err := d.decide(ctx, inst, base+mine[j])
-					offered[mine[j]][win]++
-					if err != nil {
-						errs.Add(1)
-					} else if ok {
-						admitted[mine[j]][win]++
-					}
+					win, t := int((ts-first)/P), mine[j]
+					// Each request on its own, as clients send them: a
+					// decision that waits (a lease policy request waiting
+					// for its owner's answer) holds up no other request.
+					inflight.Add(1)
+					go func() {
+						defer inflight.Done()
+						ok, err := d.decide(ctx, inst, base+t)
+						mu.Lock()
+						defer mu.Unlock()
+						offered[t][win]++
+						if err != nil {
+							errs.Add(1)
+						} else if ok {
+							admitted[t][win]++
+						}
+					}()
 				}
 			}
 		}()
 	}
 	wg.Wait()
+	inflight.Wait()
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/peerlimit/peerlimit/sim"
 )
@@ -97,8 +98,8 @@ func run(args []string, stdout io.Writer) error {
 		}
 		rep.Results = append(rep.Results, r)
 		fails, misses := sc.Check(r)
-		fmt.Fprintf(stdout, "%-10s overshoot %7.3f%%  undershoot %7.3f%%  messages %8d  bytes %10d\n",
-			p, r.MaxOvershootPct, r.MaxUndershootPct, r.SyncMessages, r.SyncBytes)
+		fmt.Fprintf(stdout, "%-10s overshoot %7.3f%%  undershoot %7.3f%%  false denials %7.3f%% (%d)  messages %8d  bytes %10d\n",
+			p, r.MaxOvershootPct, r.MaxUndershootPct, r.MaxFalseDenialPct, r.FalseDenials, r.SyncMessages, r.SyncBytes)
 		for _, f := range fails {
 			fmt.Fprintf(stdout, "  FAILS %s\n", f)
 		}
@@ -148,6 +149,10 @@ func parsePolicies(s string) ([]sim.Policy, error) {
 func printStats(w io.Writer, s sim.Stats) {
 	fmt.Fprintf(w, "  %d decisions, %d events in %v: %.0f decisions/s; lost %d, cut %d, duplicates %d, timeouts %d, rejected %d, apply errors %d\n",
 		s.Decisions, s.Events, s.Wall.Round(1e6), s.DecisionsPerSecond(), s.Lost, s.Cut, s.Duplicates, s.Timeouts, s.Rejected, s.ApplyErrors)
+	if s.Pending > 0 {
+		fmt.Fprintf(w, "  %d requests waited for the owner (%d then admitted): mean wait %v, longest %v\n",
+			s.Pending, s.PendingAdmitted, (s.PendingWait / time.Duration(s.Pending)).Round(time.Microsecond), s.PendingWaitMax.Round(time.Microsecond))
+	}
 }
 
 // runMatrix prints scenario x policy -> overshoot %, undershoot %, messages,

@@ -60,14 +60,14 @@ func TestRunWritesResultsAndPlot(t *testing.T) {
 	if len(results) != 2 {
 		t.Fatalf("%d results, want 2 (lease, static)", len(results))
 	}
-	if k := keys(results[0]); !slices.Equal(k, []string{"max_overshoot_pct", "max_undershoot_pct", "policy", "sync_bytes", "sync_messages", "windows"}) {
+	if k := keys(results[0]); !slices.Equal(k, []string{"false_denials", "max_false_denial_pct", "max_overshoot_pct", "max_undershoot_pct", "policy", "sync_bytes", "sync_messages", "windows"}) {
 		t.Errorf("result keys %v", k)
 	}
 	var windows []map[string]json.RawMessage
 	if err := json.Unmarshal(results[0]["windows"], &windows); err != nil || len(windows) == 0 {
 		t.Fatalf("windows: %v (%d)", err, len(windows))
 	}
-	if k := keys(windows[0]); !slices.Equal(k, []string{"admitted", "limit", "offered", "sla", "tenant", "window_start"}) {
+	if k := keys(windows[0]); !slices.Equal(k, []string{"admitted", "charged", "limit", "offered", "sla", "tenant", "window_start"}) {
 		t.Errorf("window keys %v", k)
 	}
 	var rep sim.Report

@@ -45,7 +45,7 @@ func plotReport(sc *sim.Scenario, rep *sim.Report, file string) error {
 			if w.Tenant != sc.PlotTenant || w.SLA != tier {
 				continue
 			}
-			a := float64(w.Admitted)
+			a := float64(w.Charged)
 			steps = append(steps, plotter.XY{X: w.WindowStart, Y: a}, plotter.XY{X: w.WindowStart + period, Y: a})
 			mids = append(mids, plotter.XY{X: w.WindowStart + period/2, Y: a})
 			ymax = max(ymax, a, float64(w.Limit), float64(w.Offered))

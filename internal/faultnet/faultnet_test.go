@@ -3,7 +3,6 @@ package faultnet
 import (
 	"context"
 	"errors"
-	"github.com/peerlimit/peerlimit/internal/testutil"
 	"io"
 	"log"
 	"net"
@@ -14,8 +13,6 @@ import (
 
 	"github.com/hashicorp/memberlist"
 )
-
-var waitFor = testutil.WaitFor
 
 func TestTableTimeline(t *testing.T) {
 	tb := New()
@@ -50,6 +47,10 @@ func TestTableTimeline(t *testing.T) {
 		4: {do: func() { tb.Cut([]string{"a"}, []string{"a", "c"}) }, // a-a ignored
 			want: map[probe]bool{ab: true, ba: true, bc: true, cb: true, ac: true, ca: true, a11c: true}},
 		5: {do: tb.Heal, want: nil},
+		// c receives nothing from a and b; what c sends still arrives.
+		6: {do: func() { tb.CutOneWay([]string{"a", "b"}, []string{"c"}) },
+			want: map[probe]bool{ac: true, bc: true, a11c: true}},
+		7: {do: tb.Heal, want: nil},
 	}
 	for i, s := range steps {
 		s.do()
@@ -57,8 +58,18 @@ func TestTableTimeline(t *testing.T) {
 			if got := tb.Blocked(p.from, p.to); got != s.want[p] {
 				t.Errorf("step %d: Blocked(%s, %s) = %v, want %v", i, p.from, p.to, got, s.want[p])
 			}
+			// A connection needs both directions.
+			wantConn := s.want[p] || s.want[probe{p.to, p.from}]
+			if got := tb.BlockedConn(p.from, p.to); got != wantConn {
+				t.Errorf("step %d: BlockedConn(%s, %s) = %v, want %v", i, p.from, p.to, got, wantConn)
+			}
 		}
 	}
+	tb.CutOneWay([]string{"a"}, []string{"c"})
+	if !tb.BlockedNodes("a", "c") || !tb.BlockedNodes("c", "a") {
+		t.Error("a one-way cut must break connections both ways")
+	}
+	tb.Heal()
 	if tb.BlockedNodes("a", "a") {
 		t.Error("a node is never cut from itself")
 	}

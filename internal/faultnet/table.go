@@ -31,8 +31,11 @@ func makePair(x, y string) pair {
 	return pair{x, y}
 }
 
-// Table is a partition table: which addresses belong to which node, and which
-// node pairs cannot talk to each other. A cut is always symmetric.
+// Table is a partition table: which addresses belong to which node, which
+// node pairs cannot talk to each other, and which directions are dropped by
+// one-way cuts. A connection (TCP: gRPC, memberlist streams) needs both
+// directions, so a one-way cut breaks connections both ways and drops
+// packets (memberlist's UDP) one way only.
 //
 // The zero value is not usable; call [New]. A Table is safe for concurrent
 // use by multiple goroutines.
@@ -40,7 +43,8 @@ type Table struct {
 	mu     sync.RWMutex
 	nodeOf map[string]string // listen (or connection) address -> node name
 	cut    map[pair]struct{}
-	conns  map[*conn]struct{} // live connections made through an adapter
+	oneway map[[2]string]struct{} // (from, to) node pairs whose packets are dropped
+	conns  map[*conn]struct{}     // live connections made through an adapter
 }
 
 // New returns an empty Table: no addresses registered, nothing cut.
@@ -48,6 +52,7 @@ func New() *Table {
 	return &Table{
 		nodeOf: make(map[string]string),
 		cut:    make(map[pair]struct{}),
+		oneway: make(map[[2]string]struct{}),
 		conns:  make(map[*conn]struct{}),
 	}
 }
@@ -103,41 +108,83 @@ func (t *Table) Isolate(node string, all []string) {
 	t.Cut([]string{node}, all)
 }
 
-// Heal removes every cut. Connections closed by earlier cuts stay closed;
-// new dials succeed again.
+// CutOneWay drops everything sent from the nodes of from to the nodes of
+// to, while the other direction still gets through (a firewall rule on one
+// side, a broken route): packets one way are lost, and connections between
+// the pairs, which need both directions, fail and are closed.
+func (t *Table) CutOneWay(from, to []string) {
+	t.mu.Lock()
+	for _, a := range from {
+		for _, b := range to {
+			if a != b {
+				t.oneway[[2]string{a, b}] = struct{}{}
+			}
+		}
+	}
+	t.mu.Unlock()
+	t.closeBlocked()
+}
+
+// Heal removes every cut, both ways and one way. Connections closed by
+// earlier cuts stay closed; new dials succeed again.
 func (t *Table) Heal() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	clear(t.cut)
+	clear(t.oneway)
 }
 
-// BlockedNodes reports whether traffic between nodes a and b is cut.
-// A node is never cut from itself.
+// BlockedNodes reports whether a connection between nodes a and b is cut:
+// by a cut, or by a one-way cut in either direction. A node is never cut
+// from itself.
 func (t *Table) BlockedNodes(a, b string) bool {
 	if a == b {
 		return false
 	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	_, blocked := t.cut[makePair(a, b)]
-	return blocked
+	return t.connCut(a, b)
 }
 
-// Blocked reports whether traffic from fromAddr to toAddr is cut. Unknown
-// addresses are never blocked.
+// connCut reports whether a connection between two distinct nodes is cut.
+// The lock must be held.
+func (t *Table) connCut(a, b string) bool {
+	_, blocked := t.cut[makePair(a, b)]
+	_, ab := t.oneway[[2]string{a, b}]
+	_, ba := t.oneway[[2]string{b, a}]
+	return blocked || ab || ba
+}
+
+// Blocked reports whether a packet from fromAddr to toAddr is dropped.
+// Unknown addresses are never blocked.
 func (t *Table) Blocked(fromAddr, toAddr string) bool {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	a, ok := t.nodeOf[fromAddr]
+	a, b, ok := t.nodes(fromAddr, toAddr)
 	if !ok {
 		return false
 	}
-	b, ok := t.nodeOf[toAddr]
-	if !ok || a == b {
-		return false
-	}
 	_, blocked := t.cut[makePair(a, b)]
-	return blocked
+	_, oneway := t.oneway[[2]string{a, b}]
+	return blocked || oneway
+}
+
+// BlockedConn reports whether a connection between the nodes of two
+// addresses is cut (both directions are needed). Unknown addresses are
+// never blocked.
+func (t *Table) BlockedConn(addrA, addrB string) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	a, b, ok := t.nodes(addrA, addrB)
+	return ok && t.connCut(a, b)
+}
+
+// nodes looks both addresses up; ok is false if either is unknown or both
+// are the same node. The lock must be held.
+func (t *Table) nodes(addrA, addrB string) (a, b string, ok bool) {
+	a, okA := t.nodeOf[addrA]
+	b, okB := t.nodeOf[addrB]
+	return a, b, okA && okB && a != b
 }
 
 func (t *Table) track(c *conn) {

@@ -33,9 +33,10 @@ type transport struct {
 // *memberlist.NetTransport) except between nodes that t says are cut:
 //
 //   - WriteTo a blocked address drops the packet silently (as a lossy
-//     network does) and reports success;
+//     network does) and reports success; a one-way cut drops only the
+//     packets sent its way;
 //   - DialTimeout to a blocked address fails with [ErrBlocked], and streams
-//     dialed earlier are closed when the pair becomes cut;
+//     dialed earlier are closed when the pair becomes cut (either way);
 //   - inbound packets whose sender address is blocked are dropped;
 //   - inbound streams whose remote address is blocked are closed. A stream's
 //     remote address is the dialer's ephemeral port, which is known only when
@@ -81,7 +82,7 @@ func (w *transport) PacketCh() <-chan *memberlist.Packet { return w.packets }
 func (w *transport) StreamCh() <-chan net.Conn { return w.streams }
 
 func (w *transport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
-	blocked := func() bool { return w.t.Blocked(w.self, addr) }
+	blocked := func() bool { return w.t.BlockedConn(w.self, addr) }
 	if blocked() {
 		return nil, fmt.Errorf("faultnet: dial %s from %s: %w", addr, w.self, ErrBlocked)
 	}
@@ -139,7 +140,7 @@ func (w *transport) filterStreams() {
 			if c == nil {
 				continue
 			}
-			if w.t.Blocked(c.RemoteAddr().String(), w.self) {
+			if w.t.BlockedConn(c.RemoteAddr().String(), w.self) {
 				_ = c.Close()
 				continue
 			}

@@ -83,7 +83,19 @@ type SyncRequest struct {
 	// leaving says the sender is leaving the cluster for good (a graceful
 	// shutdown): the receiver stops reserving budget for it at once instead
 	// of treating it as possibly cut off behind a partition.
-	Leaving       bool `protobuf:"varint,4,opt,name=leaving,proto3" json:"leaving,omitempty"`
+	Leaving bool `protobuf:"varint,4,opt,name=leaving,proto3" json:"leaving,omitempty"`
+	// ack is the seq of the newest SyncResponse the sender has received from
+	// this receiver (0 if none). It tells the receiver that its answers get
+	// through: an owner counts a member as in contact only while the member
+	// acknowledges its recent answers, so that a one-way cut (requests
+	// arriving, answers lost) is seen as what it is.
+	Ack uint64 `protobuf:"varint,5,opt,name=ack,proto3" json:"ack,omitempty"`
+	// view is a digest of the sender's membership view (counters.ViewDigest
+	// of the alive members' names). A receiver whose view has the same
+	// digest knows the sender routes keys as it does: after a membership
+	// change, a sender's first batch under the same view carries every
+	// window it holds a cap in for the receiver's keys.
+	View          uint64 `protobuf:"varint,6,opt,name=view,proto3" json:"view,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -146,6 +158,20 @@ func (x *SyncRequest) GetLeaving() bool {
 	return false
 }
 
+func (x *SyncRequest) GetAck() uint64 {
+	if x != nil {
+		return x.Ack
+	}
+	return 0
+}
+
+func (x *SyncRequest) GetView() uint64 {
+	if x != nil {
+		return x.View
+	}
+	return 0
+}
+
 // Report is one window of one counter series as the sender sees it.
 type Report struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -182,8 +208,17 @@ type Report struct {
 	// must not feed back into its totals.
 	KnownFrom            string `protobuf:"bytes,14,opt,name=known_from,json=knownFrom,proto3" json:"known_from,omitempty"`
 	KnownFromIncarnation uint64 `protobuf:"varint,15,opt,name=known_from_incarnation,json=knownFromIncarnation,proto3" json:"known_from_incarnation,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// carry says the grant the sender holds (has_grant) will carry into the
+	// next window: the owner that granted it said so.
+	Carry bool `protobuf:"varint,16,opt,name=carry,proto3" json:"carry,omitempty"`
+	// cap_from and cap_from_incarnation name the owner (and its run) that
+	// granted the cap the sender holds ("" when has_grant is false). A new
+	// owner of the window uses the caps that another owner granted to bound
+	// what the members it has not heard from may still hold.
+	CapFrom            string `protobuf:"bytes,17,opt,name=cap_from,json=capFrom,proto3" json:"cap_from,omitempty"`
+	CapFromIncarnation uint64 `protobuf:"varint,18,opt,name=cap_from_incarnation,json=capFromIncarnation,proto3" json:"cap_from_incarnation,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Report) Reset() {
@@ -321,11 +356,35 @@ func (x *Report) GetKnownFromIncarnation() uint64 {
 	return 0
 }
 
+func (x *Report) GetCarry() bool {
+	if x != nil {
+		return x.Carry
+	}
+	return false
+}
+
+func (x *Report) GetCapFrom() string {
+	if x != nil {
+		return x.CapFrom
+	}
+	return ""
+}
+
+func (x *Report) GetCapFromIncarnation() uint64 {
+	if x != nil {
+		return x.CapFromIncarnation
+	}
+	return 0
+}
+
 type SyncResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Totals []*Total               `protobuf:"bytes,1,rep,name=totals,proto3" json:"totals,omitempty"`
 	// incarnation identifies the run of the owner that answered.
-	Incarnation   uint64 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Incarnation uint64 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// seq numbers this answer among those the owner sent the sender; the
+	// sender acknowledges it in its next request (SyncRequest.ack).
+	Seq           uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -374,14 +433,29 @@ func (x *SyncResponse) GetIncarnation() uint64 {
 	return 0
 }
 
+func (x *SyncResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 type Total struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// global is the sum of every origin's own count for the window.
 	Global int64 `protobuf:"varint,1,opt,name=global,proto3" json:"global,omitempty"`
 	// grant, when has_grant is set, is the own count the sender may reach in
 	// the window (lease policy).
-	Grant         int64 `protobuf:"varint,2,opt,name=grant,proto3" json:"grant,omitempty"`
-	HasGrant      bool  `protobuf:"varint,3,opt,name=has_grant,json=hasGrant,proto3" json:"has_grant,omitempty"`
+	Grant    int64 `protobuf:"varint,2,opt,name=grant,proto3" json:"grant,omitempty"`
+	HasGrant bool  `protobuf:"varint,3,opt,name=has_grant,json=hasGrant,proto3" json:"has_grant,omitempty"`
+	// carry says the grant stays valid into the next window, until the
+	// sender reports there: the owner reserves it for the sender meanwhile.
+	Carry bool `protobuf:"varint,4,opt,name=carry,proto3" json:"carry,omitempty"`
+	// spare is budget of the window that no member is expected to need
+	// before it ends: while it is > 0, a sender whose grant is spent gets
+	// more at its next report, so it should wait for that answer rather than
+	// refuse the request.
+	Spare         int64 `protobuf:"varint,5,opt,name=spare,proto3" json:"spare,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -437,17 +511,33 @@ func (x *Total) GetHasGrant() bool {
 	return false
 }
 
+func (x *Total) GetCarry() bool {
+	if x != nil {
+		return x.Carry
+	}
+	return false
+}
+
+func (x *Total) GetSpare() int64 {
+	if x != nil {
+		return x.Spare
+	}
+	return 0
+}
+
 var File_peer_proto protoreflect.FileDescriptor
 
 const file_peer_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"peer.proto\x12\fpeerlimit.v1\"\x91\x01\n" +
+	"peer.proto\x12\fpeerlimit.v1\"\xb7\x01\n" +
 	"\vSyncRequest\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\tR\x06origin\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12.\n" +
 	"\areports\x18\x03 \x03(\v2\x14.peerlimit.v1.ReportR\areports\x12\x18\n" +
-	"\aleaving\x18\x04 \x01(\bR\aleaving\"\xe0\x03\n" +
+	"\aleaving\x18\x04 \x01(\bR\aleaving\x12\x10\n" +
+	"\x03ack\x18\x05 \x01(\x04R\x03ack\x12\x12\n" +
+	"\x04view\x18\x06 \x01(\x04R\x04view\"\xc3\x04\n" +
 	"\x06Report\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1a\n" +
 	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x12\x16\n" +
@@ -466,14 +556,20 @@ const file_peer_proto_rawDesc = "" +
 	"knownAcked\x12\x1d\n" +
 	"\n" +
 	"known_from\x18\x0e \x01(\tR\tknownFrom\x124\n" +
-	"\x16known_from_incarnation\x18\x0f \x01(\x04R\x14knownFromIncarnation\"]\n" +
+	"\x16known_from_incarnation\x18\x0f \x01(\x04R\x14knownFromIncarnation\x12\x14\n" +
+	"\x05carry\x18\x10 \x01(\bR\x05carry\x12\x19\n" +
+	"\bcap_from\x18\x11 \x01(\tR\acapFrom\x120\n" +
+	"\x14cap_from_incarnation\x18\x12 \x01(\x04R\x12capFromIncarnation\"o\n" +
 	"\fSyncResponse\x12+\n" +
 	"\x06totals\x18\x01 \x03(\v2\x13.peerlimit.v1.TotalR\x06totals\x12 \n" +
-	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\"R\n" +
+	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\"~\n" +
 	"\x05Total\x12\x16\n" +
 	"\x06global\x18\x01 \x01(\x03R\x06global\x12\x14\n" +
 	"\x05grant\x18\x02 \x01(\x03R\x05grant\x12\x1b\n" +
-	"\thas_grant\x18\x03 \x01(\bR\bhasGrant*7\n" +
+	"\thas_grant\x18\x03 \x01(\bR\bhasGrant\x12\x14\n" +
+	"\x05carry\x18\x04 \x01(\bR\x05carry\x12\x14\n" +
+	"\x05spare\x18\x05 \x01(\x03R\x05spare*7\n" +
 	"\tAlgorithm\x12\x13\n" +
 	"\x0fALGORITHM_FIXED\x10\x00\x12\x15\n" +
 	"\x11ALGORITHM_SLIDING\x10\x012E\n" +

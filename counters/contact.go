@@ -1,0 +1,122 @@
+package counters
+
+import (
+	"slices"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// contact is what an owner knows of one member's link to it: whether the
+// member gets its answers. A member is in contact while it acknowledges
+// answers sent recently (OwnerConfig.Contact); requests that arrive while
+// the answers do not (a one-way cut) do not count.
+type contact struct {
+	since  int64  // when this owner first saw the member (Unix ns)
+	seq    uint64 // seq of the newest answer sent to it
+	sent   [contactRing]int64
+	acked  int64  // send time of the newest answer it acknowledged
+	ackSeq uint64 // and its number
+	// synced is when the member last sent a batch under the same
+	// membership view as this owner's (Unix ns).
+	synced int64
+}
+
+// contactRing is how many recent answers' send times an owner keeps per
+// member. A member acknowledges the newest answer it has when it sends its
+// next batch, one sync interval later: a few slots are plenty.
+const contactRing = 16
+
+// Hello records that origin sent a batch at now, under the membership view
+// whose digest is view (ViewDigest), acknowledging the answer numbered ack
+// (0: none yet). It returns the number of the answer to this batch, to be
+// sent back with it. Numbers start from the time this owner first saw the
+// member, so that an acknowledgement meant for another run of this owner
+// never matches. Call it once per batch, before its reports.
+func (o *Owner) Hello(now time.Time, origin string, ack, view uint64) uint64 {
+	nowNs := now.UnixNano()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c := o.contacts[origin]
+	if c == nil {
+		c = newContact(nowNs)
+		o.contacts[origin] = c
+	}
+	if ack != 0 && ack <= c.seq && c.seq-ack < contactRing && ack > c.ackSeq {
+		c.acked, c.ackSeq = max(c.acked, c.sent[ack%contactRing]), ack
+	}
+	if view == o.view {
+		c.synced = nowNs
+	}
+	c.seq++
+	c.sent[c.seq%contactRing] = nowNs
+	return c.seq
+}
+
+// ViewDigest is the digest of a membership view: the names of the alive
+// members, in any order.
+func ViewDigest(alive []string) uint64 {
+	names := slices.Clone(alive)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	d := xxhash.New()
+	for _, n := range names {
+		d.WriteString(n)
+		d.Write([]byte{0})
+	}
+	return d.Sum64()
+}
+
+func newContact(now int64) *contact { return &contact{since: now, seq: uint64(now)} }
+
+// seeMembers starts contact tracking for members seen for the first time
+// and forgets the members no longer known. The lock must be held.
+func (o *Owner) seeMembers(now int64, alive []string) {
+	for _, m := range alive {
+		if o.contacts[m] == nil {
+			o.contacts[m] = newContact(now)
+		}
+	}
+	for m := range o.contacts {
+		if !o.members.alive[m] {
+			if _, gone := o.members.gone[m]; !gone {
+				delete(o.contacts, m)
+			}
+		}
+	}
+}
+
+// contactAt returns when the member was last known to be in contact: the
+// send time of the newest answer it acknowledged, or when this owner first
+// saw it. This owner itself is always in contact. The lock must be held.
+func (o *Owner) contactAt(name string, now int64) int64 {
+	if name == o.cfg.Self {
+		return now
+	}
+	c := o.contacts[name]
+	if c == nil {
+		return now
+	}
+	return max(c.since, c.acked)
+}
+
+// synced reports whether the member sent a batch under this owner's view
+// since the membership last changed: then it reported every window it
+// holds a cap in for this owner's keys. This owner itself always has. The
+// lock must be held.
+func (o *Owner) synced(name string) bool {
+	if name == o.cfg.Self {
+		return true
+	}
+	c := o.contacts[name]
+	return c != nil && c.synced >= o.members.changedAt
+}
+
+// InContact reports whether the member acknowledged an answer of this owner
+// sent within the Contact period before now.
+func (o *Owner) InContact(now time.Time, name string) bool {
+	nowNs := now.UnixNano()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return nowNs-o.contactAt(name, nowNs) < int64(o.cfg.Contact)
+}

@@ -1,0 +1,300 @@
+package counters
+
+import "math"
+
+// grant computes origin r's new cap on its own estimate (its count in the
+// window, plus for sliding tiers its weighted previous window), so that the
+// caps of every member that may spend in the window never add up to more
+// than the threshold. It returns it with the budget r may still get at its
+// next reports (Answer.Spare): what no member is expected to need before
+// the window ends, r's share that others hold beyond their own need, and
+// what is held back while members sync after a membership change. Under
+// overload nothing is spare: a request beyond its instance's grant is
+// refused at once, not kept waiting.
+//
+// Before handing anything out, the owner reserves for every member what it
+// may spend without asking:
+//
+//   - a member in contact (it acknowledges this owner's answers) that has
+//     not reported in this window: only a cap it carried from the previous
+//     window. Members in contact ask before they admit, so an idle member
+//     holds nothing and a tenant whose traffic all reaches one instance gets
+//     its whole limit;
+//   - a member out of contact: what it holds (the larger of its cap and its
+//     count), plus its static share if it lost contact before the window
+//     began, since members fall back to their static share in the windows
+//     that begin while they cannot reach the owner (and not before: see
+//     FallbackAfter). Both sides of a partition reserving the other side's
+//     static shares keeps them within the limit together; a member that is
+//     cut off during a window keeps what it held, and the others keep
+//     following their demand with the rest;
+//   - members no longer in view (they left, or have been gone for longer
+//     than the reserve horizon): their counts;
+//   - in a window this owner took over from another (the membership
+//     changed during it): members it has not heard from may hold caps the
+//     previous owner granted. That owner's grants added up to the threshold
+//     at most, and what it gave the members that reported here is known
+//     (Report.CapFrom), so the rest is reserved until they report, or for
+//     the window if they are out of contact.
+//
+// The rest is split among the members in contact that reported, by demand
+// (max-min fair over what each is expected to need before the window ends,
+// then half of what nobody needs in equal parts to those with demand; the
+// other half stays unallocated for members whose demand appears or grows),
+// and r gets its
+// part as far as the caps the others still hold leave room. The others
+// converge to their part at their next report.
+func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, spare int64) {
+	period := int64(key.Period)
+	hash := key.SeriesHash()
+	pk := key
+	pk.WindowStart -= period
+	prev := o.windows[pk]
+	weight := 0.0
+	if elapsed := now - key.WindowStart; w.alg == Sliding && elapsed >= 0 && elapsed < period {
+		weight = float64(period-elapsed) / float64(period)
+	}
+	prevOf := func(name string) *originState {
+		if prev == nil {
+			return nil
+		}
+		return prev.find(name)
+	}
+	// est is a member's own estimate, as the member itself computes it.
+	est := func(s *originState, name string) int64 {
+		var e int64
+		if s != nil {
+			e = s.total()
+		}
+		if ps := prevOf(name); ps != nil {
+			e += weighted(ps.total(), weight)
+		}
+		return e
+	}
+
+	mw := o.members.window(key.WindowStart - int64(o.cfg.ReserveWindows)*period)
+	members, inView := mw.names, mw.in
+	n := len(members)
+	contactT := int64(o.cfg.Contact)
+
+	// Counts of origins no longer in view: spent for good.
+	var firm int64
+	for _, s := range w.origins {
+		if !inView[s.name] && s != r {
+			firm += est(s, s.name)
+		}
+	}
+	if prev != nil {
+		for _, ps := range prev.origins {
+			if !inView[ps.name] && w.find(ps.name) == nil {
+				firm += weighted(ps.total(), weight)
+			}
+		}
+	}
+
+	// Another owner granted caps in this window if a member reports holding
+	// one: this owner took the window over (or the membership was split).
+	pool := w.threshold
+	inherited := w.inherited
+	for _, s := range w.origins {
+		if s.hasForeign {
+			pool -= s.foreignCap
+			inherited = true
+		}
+	}
+	var silent int64  // reserves of the members in view that have not reported here
+	unknown := false  // some of them may hold caps another owner granted
+	settling := false // some of those only because they have not sent a batch under this view yet
+	var reachBuf [16]*originState
+	reach := reachBuf[:0]
+	for i, m := range members {
+		s := w.find(m)
+		if s == r {
+			reach = append(reach, s)
+			continue
+		}
+		e := est(s, m)
+		c := o.contactAt(m, now)
+		inContact := now-c < contactT && o.members.alive[m]
+		var static int64
+		if c < key.WindowStart-contactT {
+			static = StaticShare(w.threshold, n, i, hash)
+		}
+		var carried int64
+		if ps := prevOf(m); ps != nil && o.carries(ps) && c >= key.WindowStart-int64(CarryWithin(o.cfg.Contact))-contactT {
+			carried = o.capNow(ps)
+		}
+		switch {
+		case s != nil && inContact:
+			reach = append(reach, s)
+		case s != nil:
+			firm += max(o.capNow(s), e, static)
+		default:
+			silent += max(carried, e, static)
+			// Another owner may have granted it a cap in this window if it
+			// lost contact during the window, or has not sent a batch
+			// under this owner's view since the membership changed.
+			if inherited && ((!inContact && static == 0) || (inContact && !o.synced(m))) {
+				unknown = true
+				settling = settling || inContact
+			}
+		}
+	}
+	if !contains(reach, r) { // r reports but is not (yet) in our view
+		reach = append(reach, r)
+	}
+
+	hidden := w.hidden()
+	if prev != nil {
+		hidden += weighted(prev.hidden(), weight)
+	}
+	// The silent members' reserves cover their counts, which the counts
+	// known only through a previous owner (hidden) are part of.
+	rest := max(silent, hidden)
+	var held int64 // held back until the members in contact have synced (a sync interval)
+	if unknown {
+		if settling {
+			held = max(0, pool-rest)
+		}
+		rest = max(rest, pool)
+	}
+	committed := firm + rest
+
+	estR := est(r, r.name)
+	free := w.threshold - committed
+	left := max(0, period-(now-key.WindowStart))
+	var othersOut, othersExcess, needs int64
+	for _, s := range reach {
+		e := est(s, s.name)
+		free -= e
+		n := need(s, float64(left))
+		if s != r {
+			out := max(0, o.capNow(s)-e)
+			othersOut += out
+			// Beyond what its current demand needs, a member gives back at
+			// its next report what it holds (its smoothed need fades).
+			othersExcess += max(0, out-int64(math.Ceil(s.instant*float64(left))))
+		}
+		needs += n
+	}
+	// Half of what nobody is expected to need stays unallocated: a member
+	// whose demand appears or grows gets it at its first report, without
+	// waiting for the others to give theirs back.
+	spare = max(0, free-needs)
+	g = estR
+	if free > 0 {
+		fair := fairShare(free-spare/2, reach, r, float64(left))
+		allowed := max(min(fair, free-othersOut), 0)
+		g += allowed
+		r.hadShare = r.hadShare || allowed > 0
+		// r's part that others hold beyond what their demand needs comes
+		// with the next answers, as they report and give it back (demand
+		// that moved from one instance to another). So does all of r's part
+		// while r has had no share beyond its count in this window (its
+		// demand just appeared): the others' next reports tell whether
+		// their demand is still there. Under overload an instance that
+		// already had a share is told nothing more comes.
+		if !r.hadShare && !(r.heldGrant && r.held+r.base > estR) {
+			spare += fair - allowed
+		} else {
+			spare += min(fair-allowed, othersExcess)
+		}
+	}
+	return g, spare + held
+}
+
+// need is what an origin is expected to need over the time left, at the
+// rate of its demand: 0 for an idle origin.
+func need(s *originState, left float64) int64 {
+	return int64(math.Ceil(s.rate * left))
+}
+
+func (w *ownerWindow) find(name string) *originState {
+	for _, s := range w.origins {
+		if s.name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+func contains(ss []*originState, s *originState) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// fairShare splits free among origins by their expected need over the time
+// left (max-min fair, water-filling), then spreads what no one needs equally
+// among the origins with demand, and returns r's part. Integer units: the
+// parts add up to free exactly, or to less when no origin has demand.
+func fairShare(free int64, origins []*originState, r *originState, left float64) int64 {
+	k := len(origins)
+	var needBuf, allocBuf [16]int64
+	var doneBuf [16]bool
+	needs, alloc, done := needBuf[:0], allocBuf[:0], doneBuf[:0]
+	if k > len(needBuf) {
+		needs, alloc, done = make([]int64, 0, k), make([]int64, 0, k), make([]bool, 0, k)
+	}
+	needs, alloc, done = needs[:k], alloc[:k], done[:k]
+	ri := 0
+	active := k
+	for i, s := range origins {
+		needs[i] = need(s, left)
+		if needs[i] <= 0 {
+			done[i] = true
+			active--
+		}
+		if s == r {
+			ri = i
+		}
+	}
+	remaining := free
+	for remaining > 0 && active > 0 {
+		each := remaining / int64(active)
+		if each == 0 {
+			break
+		}
+		for i := range origins {
+			if done[i] {
+				continue
+			}
+			add := min(each, needs[i]-alloc[i])
+			alloc[i] += add
+			remaining -= add
+			if alloc[i] >= needs[i] {
+				done[i] = true
+				active--
+			}
+		}
+	}
+	// What is left goes to the origins that have demand, in equal parts,
+	// then one unit at a time in order. An idle origin gets nothing it did
+	// not already have: it asks again when its traffic comes back, and
+	// meanwhile the budget is not held up where nobody uses it.
+	var with int64
+	for i := range origins {
+		if needs[i] > 0 {
+			with++
+		}
+	}
+	if remaining > 0 && with > 0 {
+		each := remaining / with
+		for i := range alloc {
+			if needs[i] > 0 {
+				alloc[i] += each
+			}
+		}
+		remaining -= each * with
+		for i := 0; remaining > 0; i++ {
+			if needs[i%k] > 0 {
+				alloc[i%k]++
+				remaining--
+			}
+		}
+	}
+	return alloc[ri]
+}
