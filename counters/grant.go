@@ -117,7 +117,7 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		c := o.contactAt(m, now)
 		inContact := now-c < contactT && o.members.alive[m]
 		var static int64
-		if c < key.WindowStart-contactT {
+		if c < key.WindowStart-contactT+int64(o.cfg.Interval) {
 			static = StaticShare(w.threshold, n, i, hash)
 		}
 		var carried int64

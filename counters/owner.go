@@ -112,26 +112,29 @@ type OwnerConfig struct {
 }
 
 // Contact timing of the lease policy, from an owner's OwnerConfig.Contact.
-// An owner reserves for a member what the member may spend without asking,
-// and these rules make the member's side always the smaller:
+// What a member may spend in a window without asking depends on when it
+// last heard from the key's owner before the window began:
 //
-//   - CarryWithin: a member carries a grant into a window only if it heard
-//     from the owner within this time before the window began. An owner
-//     reserves a carried grant for a member whose acknowledgements reached
-//     it within CarryWithin plus Contact before the window began (a member
-//     acknowledges an answer at most Contact after the answer was sent).
-//   - FallbackAfter: a member without a grant falls back to its static share
-//     in a window only if it has heard nothing from the owner since this
-//     long before the window began. An owner reserves the static share of a
-//     member whose acknowledgements stopped Contact before the window began,
-//     which always comes first; the extra margin covers members' views of
-//     the membership starting at different times.
+//   - within Contact: a grant the owner let carry caps it there until it
+//     reports (CarryWithin);
+//   - earlier (it cannot reach the owner): with no grant, it falls back to
+//     its static share (FallbackAfter).
+//
+// The owner reserves for each member what these rules let it spend, judged
+// from the newest answer the member acknowledged, which is never later than
+// the newest the member heard: a carried grant while the member's
+// acknowledgements reached it within CarryWithin plus Contact before the
+// window began (a member acknowledges an answer within Contact of its
+// sending), and the static share once they stopped more than Contact less
+// one sync interval before (the interval covers members' views of the
+// membership starting a little apart). Both may apply: the owner reserves
+// the larger.
 func CarryWithin(contact time.Duration) time.Duration { return contact }
 
-// FallbackAfter: see CarryWithin.
-func FallbackAfter(contact time.Duration) time.Duration {
-	return contact + max(time.Second, contact/2)
-}
+// FallbackAfter: see CarryWithin. It equals CarryWithin, so that a member
+// cut off before a window begins either carries its grant into it or falls
+// back to its static share there.
+func FallbackAfter(contact time.Duration) time.Duration { return contact }
 
 // Owner aggregates, for the windows whose series this instance owns, the
 // cumulative counts every origin reports, and (with Lease) hands each origin

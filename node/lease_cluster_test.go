@@ -1,0 +1,246 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/peerlimit/peerlimit/counters"
+	"github.com/peerlimit/peerlimit/gossip"
+)
+
+// The lease policy on real clusters (memberlist and gRPC on 127.0.0.1)
+// with DefaultConfig's timing: the LAN gossip profile (a lost member is
+// noticed after about 6 s) and a 200 ms sync. Each case offers tenants 80%
+// or 2x of their limit and checks every complete window:
+//
+//   - at 80%, no more than 1% of the requests denied (every one should pass);
+//   - at 2x, at most 1% (or one request) over the limit and at most 5%
+//     under it.
+//
+// Requests are sent concurrently, as clients do: a request that waits for
+// its owner's answer holds up no other.
+
+const (
+	leasePeriod = 5 * time.Second
+	leaseLimit  = 500
+)
+
+// leaseLoad is one tenant's traffic: rate requests per second, each sent to
+// the node that pick names (by the request's offset from the start).
+type leaseLoad struct {
+	tenant string
+	rate   float64
+	pick   func(i int, at time.Duration) int
+}
+
+func pinned(n int) func(int, time.Duration) int { return func(int, time.Duration) int { return n } }
+
+func roundRobin(nodes int) func(int, time.Duration) int {
+	return func(i int, _ time.Duration) int { return i % nodes }
+}
+
+// moving sends to node (at / every) % nodes: a client that reconnects to
+// another instance every so often.
+func moving(nodes int, every time.Duration) func(int, time.Duration) int {
+	return func(_ int, at time.Duration) int { return int(at/every) % nodes }
+}
+
+type windowCount struct{ offered, admitted, charged int64 }
+
+// leaseTenantLimits is the one tier every tenant is limited by.
+func leaseTenantLimits(tenant string) []counters.Limit {
+	return []counters.Limit{{Tenant: tenant, Endpoint: "/v1/organizations/{orgId}/product/*", Method: "PUT",
+		Period: leasePeriod, Threshold: leaseLimit}}
+}
+
+// driveLoads offers the loads for d, every request in its own goroutine,
+// and returns per tenant and window start (by arrival) what was offered and
+// admitted, and what each window was charged (by decision time).
+func driveLoads(c *testCluster, loads []leaseLoad, d time.Duration, during func(at time.Duration)) map[string]map[int64]*windowCount {
+	var mu sync.Mutex
+	counts := map[string]map[int64]*windowCount{}
+	win := func(tenant string, ws int64) *windowCount {
+		if counts[tenant] == nil {
+			counts[tenant] = map[int64]*windowCount{}
+		}
+		if counts[tenant][ws] == nil {
+			counts[tenant][ws] = &windowCount{}
+		}
+		return counts[tenant][ws]
+	}
+	var inflight sync.WaitGroup
+	start := time.Now()
+	tk := time.NewTicker(5 * time.Millisecond)
+	defer tk.Stop()
+	acc := make([]float64, len(loads))
+	sent := make([]int, len(loads))
+	last := start
+	for now := range tk.C {
+		at := now.Sub(start)
+		if at >= d {
+			break
+		}
+		if during != nil {
+			during(at)
+		}
+		for j, l := range loads {
+			acc[j] += l.rate * now.Sub(last).Seconds()
+			for ; acc[j] >= 1; acc[j]-- {
+				n := c.nodes[l.pick(sent[j], at)]
+				sent[j]++
+				tenant := l.tenant
+				inflight.Add(1)
+				go func() {
+					defer inflight.Done()
+					arrived := counters.WindowStart(c.clock().UnixNano(), int64(leasePeriod))
+					dec, err := n.Allow(context.Background(), leaseTenantLimits(tenant)...)
+					decided := counters.WindowStart(c.clock().UnixNano(), int64(leasePeriod))
+					mu.Lock()
+					defer mu.Unlock()
+					win(tenant, arrived).offered++
+					if err == nil && dec.Allowed {
+						win(tenant, arrived).admitted++
+						win(tenant, decided).charged++
+					}
+				}()
+			}
+		}
+		last = now
+	}
+	inflight.Wait()
+	return counts
+}
+
+// checkLease checks every complete window (offered for all of its period,
+// at least 90% of rate x period) of every load.
+func checkLease(t *testing.T, counts map[string]map[int64]*windowCount, loads []leaseLoad) {
+	t.Helper()
+	for _, l := range loads {
+		want := int64(l.rate * leasePeriod.Seconds() * 0.9)
+		var starts []int64
+		for ws := range counts[l.tenant] {
+			starts = append(starts, ws)
+		}
+		slices.Sort(starts)
+		complete := 0
+		for _, ws := range starts {
+			w := counts[l.tenant][ws]
+			if w.offered < want || ws == starts[0] || ws == starts[len(starts)-1] {
+				continue // cut by the start or the end of the run
+			}
+			complete++
+			denied := w.offered - w.admitted
+			t.Logf("%s (%.0f/s): window %d: offered %d admitted %d charged %d (limit %d)",
+				l.tenant, l.rate, ws/1e9%1000, w.offered, w.admitted, w.charged, leaseLimit)
+			if w.offered < leaseLimit { // under the limit: every request should pass
+				if float64(denied) > 0.01*float64(w.offered) {
+					t.Errorf("%s window %d: %d of %d requests denied (%.1f%%) under the limit, want <= 1%%",
+						l.tenant, ws/1e9%1000, denied, w.offered, 100*float64(denied)/float64(w.offered))
+				}
+				continue
+			}
+			if w.charged > leaseLimit*101/100+1 || w.charged < leaseLimit*95/100 {
+				t.Errorf("%s window %d: charged %d, want %d..%d", l.tenant, ws/1e9%1000, w.charged, leaseLimit*95/100, leaseLimit*101/100+1)
+			}
+		}
+		if complete < 1 {
+			t.Errorf("%s: no complete window measured", l.tenant)
+		}
+	}
+}
+
+// startLANCluster starts n nodes with the production gossip profile, a
+// 200 ms sync and the network cut by faultnet, on a clock aligned to the
+// window period.
+func startLANCluster(t *testing.T, n int) *testCluster {
+	t.Helper()
+	clock := alignedClock(leasePeriod)
+	return startCluster(t, n, clusterOpts{policy: PolicyLease, sync: 200 * time.Millisecond, faults: true, clock: clock,
+		configure: func(cfg *Config) { cfg.Gossip.Profile = gossip.ProfileLAN }})
+}
+
+func atLeaseWindowStart(t *testing.T, c *testCluster) {
+	t.Helper()
+	waitFor(t, 2*leasePeriod, "a window start", func() bool {
+		return c.clock().UnixNano()%int64(leasePeriod) < int64(20*time.Millisecond)
+	})
+}
+
+func rate80() float64 { return 0.8 * leaseLimit / leasePeriod.Seconds() }
+func rate2x() float64 { return 2.0 * leaseLimit / leasePeriod.Seconds() }
+
+// TestLeasePinnedTenantsGetTheirLimit: each tenant's traffic all reaches one
+// instance (keep-alive clients): at 80% every request passes, at 2x the
+// tenant gets its whole limit, on 3 and on 10 instances.
+func TestLeasePinnedTenantsGetTheirLimit(t *testing.T) {
+	for _, n := range []int{3, 10} {
+		t.Run(fmt.Sprintf("%d-nodes", n), func(t *testing.T) {
+			t.Parallel()
+			c := startLANCluster(t, n)
+			loads := []leaseLoad{
+				{tenant: "p80-a", rate: rate80(), pick: pinned(0)},
+				{tenant: "p80-b", rate: rate80(), pick: pinned(n - 1)},
+				{tenant: "p2x-a", rate: rate2x(), pick: pinned(1)},
+			}
+			atLeaseWindowStart(t, c)
+			checkLease(t, driveLoads(c, loads, 4*leasePeriod, nil), loads)
+		})
+	}
+}
+
+// TestLeaseMovingTenant: a tenant's client reconnects to another instance
+// every 1.7 s, in the middle of windows.
+func TestLeaseMovingTenant(t *testing.T) {
+	t.Parallel()
+	c := startLANCluster(t, 3)
+	loads := []leaseLoad{
+		{tenant: "m80", rate: rate80(), pick: moving(3, 1700*time.Millisecond)},
+		{tenant: "m2x", rate: rate2x(), pick: moving(3, 1700*time.Millisecond)},
+	}
+	atLeaseWindowStart(t, c)
+	checkLease(t, driveLoads(c, loads, 4*leasePeriod, nil), loads)
+}
+
+// TestLeaseMemberCutMidWindow: round-robin load; 3.5 s into a window n2 is
+// cut off from the others for 9 s, both ways or one way (n2 receives
+// nothing, what it sends still arrives). With the LAN profile the others
+// notice after about 6 s; meanwhile, and after, the windows stay within the
+// bounds.
+func TestLeaseMemberCutMidWindow(t *testing.T) {
+	for _, oneway := range []bool{false, true} {
+		name := "2|1"
+		if oneway {
+			name = "one-way"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := startLANCluster(t, 3)
+			loads := []leaseLoad{
+				{tenant: "r80", rate: rate80(), pick: roundRobin(3)},
+				{tenant: "r2x", rate: rate2x(), pick: roundRobin(3)},
+			}
+			cutAt, healAt := leasePeriod+3500*time.Millisecond, leasePeriod+12500*time.Millisecond
+			cut, healed := false, false
+			atLeaseWindowStart(t, c)
+			counts := driveLoads(c, loads, 5*leasePeriod, func(at time.Duration) {
+				switch {
+				case !cut && at >= cutAt:
+					cut = true
+					if oneway {
+						c.net.CutOneWay(names(c.nodes[:2]), names(c.nodes[2:]))
+					} else {
+						c.net.Cut(names(c.nodes[:2]), names(c.nodes[2:]))
+					}
+				case !healed && at >= healAt:
+					healed = true
+					c.net.Heal()
+				}
+			})
+			checkLease(t, counts, loads)
+		})
+	}
+}
