@@ -53,14 +53,22 @@
 // # Measurement
 //
 // The simulator counts, per tenant, SLA tier and window of virtual (true)
-// time, the requests offered and admitted across all instances. Only
-// complete windows count (inside the run and not starting before the
-// warm-up, by default the longest period). For each window:
+// time, the requests offered and admitted across all instances, by the
+// window they arrived in, and the admitted requests charged to each window,
+// by the time they were decided (a request the lease policy kept waiting
+// for its owner's answer across a window start is charged to the next
+// window, as the instance counts it). Only complete windows count (inside
+// the run and not starting before the warm-up, by default the longest
+// period). For each window:
 //
-//	overshoot  = max(0, admitted - limit) / limit
-//	undershoot = max(0, min(offered, limit) - admitted) / min(offered, limit)
+//	overshoot     = max(0, charged - limit) / limit
+//	undershoot    = max(0, min(offered, limit) - charged) / min(offered, limit)
+//	false denials = min(offered - admitted, max(0, limit - charged))
 //
-// and a result reports the maxima in percent. For an SLA with several
+// false denials being the denied requests the window still had room for
+// when it ended (a request refused while its tenant was under its limit);
+// a result reports the maxima in percent, the false denials as a share of
+// the window's offered requests. For an SLA with several
 // tiers, a request denied by another tier is not counted as offered to a
 // tier (tiers are charged together: that denial says nothing about this
 // tier; the denying tier is the one counters.Decision.Tier names). Sliding
@@ -88,8 +96,15 @@
 //	network latency=1ms jitter=exp:1ms loss=1% dup=0.5%
 //	                              jitter=exp:MEAN or lognormal:MEDIAN:SIGMA
 //	                              (defaults: 1ms, exp:500us, no loss, no dup)
-//	detect DURATION [jitter=D]    failure detection delay (default 1s jitter=200ms)
-//	notify DURATION               join/leave announcement delay (default 200ms)
+//	profile local|lan             gossip timing the membership delays model (default
+//	                              local: detect 700ms jitter=300ms, notify 200ms;
+//	                              lan, node.DefaultConfig's: 5.5s jitter=1s, 400ms,
+//	                              measured on memberlist clusters on 127.0.0.1)
+//	detect DURATION [jitter=D]    failure detection delay (after profile, overrides it)
+//	notify DURATION               join/leave announcement delay
+//	pending DURATION              how long a pending lease decision waits for the
+//	                              owner's answers (node.Config.PendingWait; default
+//	                              3 x sync; 0 never waits)
 //	skew NAME OFFSET              a member's clock offset (+250ms, -1s)
 //	skew random MAX               others' offsets uniform in [-MAX, +MAX]
 //	sla ID ALG:PERIOD:THRESHOLD...
@@ -104,15 +119,21 @@
 //	                              arrivals: poisson (default) or even
 //	                              burst: each window's (longest period) traffic
 //	                              packed into its first P (10%)
+//	                              retry=once: a denied request is retried once
+//	                              after its Retry-After (whole seconds, >= 1)
 //	plot TENANT SLA               the series the plot draws (default: the first traffic line's)
 //	at TIME partition A,B | C     cut the members into sides; "store" (the central
 //	                              store) may be named, else it stays with the first side
 //	at TIME isolate NAME          NAME alone on one side
+//	at TIME cut A,B -> C          messages from A and B to C are dropped (one way);
+//	                              membership as for a partition
 //	at TIME heal
 //	at TIME crash NAME            also restart, join, leave
 //	expect POLICY BOUND... [target:BOUND...]
 //	                              golden bounds the tests check, per policy:
 //	                              overshoot<=1% undershoot<=5% overshoot>=10% messages<=N
+//	                              falsedeny<=1% (share of a window's requests denied
+//	                              although the window ended with room for them)
 //
 // A member name may be owner:TENANT/SLA: the member that owns the tenant's
 // first tier of the SLA on the initial ring. overshoot<=X% holds when every

@@ -16,6 +16,7 @@ type event struct {
 	msg    *message  // deliver
 	fault  *Event    // timeline
 	park   *parked   // pending deadline
+	retry  *retry    // a client's retry
 }
 
 type evKind uint8
@@ -27,6 +28,7 @@ const (
 	evDeliver
 	evFault
 	evPendingDeadline
+	evRetry
 )
 
 // queue is a min-heap of events ordered by (at, seq).

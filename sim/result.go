@@ -139,6 +139,14 @@ func (w *world) result() *Result {
 			}
 		}
 	}
+	// Retries denied again while their window had room left at its end:
+	// the Retry-After they were given did not tell the truth.
+	for _, s := range w.series {
+		tc := s.tiers[0]
+		for k, n := range tc.retriesDenied {
+			r.Stats.RetriesWronglyDenied += min(n, max(0, s.sla.Tiers[0].Threshold-tc.charged[k]))
+		}
+	}
 	r.MaxOvershootPct = round3(over * 100)
 	r.MaxUndershootPct = round3(under * 100)
 	r.MaxFalseDenialPct = round3(fd * 100)

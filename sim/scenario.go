@@ -137,6 +137,10 @@ type Traffic struct {
 	Poisson bool
 	// From and To bound the stream in time; To 0 means the end of the run.
 	From, To time.Duration
+	// Retry makes the clients retry a denied request once, after the
+	// Retry-After the denial said (within a minute), at the same instance:
+	// Stats counts how many retries are denied again.
+	Retry bool
 }
 
 // Weight is a member's share of a stream, in [0, 1]. A plain value.
@@ -470,6 +474,11 @@ func (p *parser) traffic(args []string) error {
 			default:
 				err = fmt.Errorf("want poisson or even")
 			}
+		case "retry":
+			if v != "once" {
+				err = fmt.Errorf("want once")
+			}
+			tr.Retry = true
 		case "from":
 			tr.From, err = time.ParseDuration(v)
 		case "to":

@@ -140,6 +140,16 @@ func TestParseScenarioDefaults(t *testing.T) {
 	if _, err := ParseScenario("m", []byte(minimal+"at 5s cut n0 n2\n")); err == nil {
 		t.Error("cut without -> accepted")
 	}
+	rt, err := ParseScenario("m", []byte(minimal+"traffic tenants=x sla=api rate=1x retry=once\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rt.Traffic[1].Retry || rt.Traffic[0].Retry {
+		t.Errorf("retry=once: %+v", rt.Traffic)
+	}
+	if _, err := ParseScenario("m", []byte(minimal+"traffic tenants=x sla=api rate=1x retry=twice\n")); err == nil {
+		t.Error("retry=twice accepted")
+	}
 	if tr := sc.Traffic[0]; tr.Rate != 200 || !tr.Poisson || tr.Burst != 1 || tr.Spread != nil {
 		t.Errorf("traffic defaults %+v", tr)
 	}

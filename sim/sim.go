@@ -68,6 +68,18 @@ type Stats struct {
 	// total wait and PendingWaitMax the longest, in virtual time.
 	Pending, PendingAdmitted    int64
 	PendingWait, PendingWaitMax time.Duration
+	// Retries counts the denied requests the clients retried after the
+	// Retry-After they were given (traffic retry=once), RetriesDenied
+	// those denied again, and RetriesWronglyDenied those of them the
+	// window still had room for when it ended (the Retry-After did not tell
+	// the truth).
+	Retries, RetriesDenied, RetriesWronglyDenied int64
+}
+
+// retry is a client's second try of a denied request.
+type retry struct {
+	stream *stream
+	inst   *instance
 }
 
 // DecisionsPerSecond returns simulated decisions per second of real time.
@@ -185,9 +197,11 @@ type instance struct {
 type parked struct {
 	inst     *instance
 	gen      uint64
+	stream   *stream
 	series   *series
 	arrived  int64
 	deadline int64
+	retried  bool // a client's retry
 	done     bool
 }
 
@@ -434,14 +448,36 @@ func (w *world) dispatch(e *event) error {
 		return w.fault(e.fault)
 	case evPendingDeadline:
 		w.pendingDeadline(e.park)
+	case evRetry:
+		w.retryRequest(e.retry)
 	}
 	return nil
 }
 
 func (w *world) arrival(e *event) {
 	st := e.stream
+	w.request(st, st.pick(w.insts), false)
+	if at := st.next(w.vt, st.draw()); at >= 0 {
+		e.at = at
+		w.q.push(e)
+	}
+}
+
+// retryRequest is a client's retry of a denied request, at the instance
+// that denied it if it still serves.
+func (w *world) retryRequest(r *retry) {
+	in := r.inst
+	if !in.serving() {
+		in = r.stream.pick(w.insts)
+	}
+	w.stats.Retries++
+	w.request(r.stream, in, true)
+}
+
+// request decides one request of a stream at an instance (nil: none
+// serves), now or, when the lease decision is pending, after the wait.
+func (w *world) request(st *stream, in *instance, retried bool) {
 	s := st.series
-	in := st.pick(w.insts)
 	var d counters.Decision
 	d.Tier = -1
 	if in != nil {
@@ -459,17 +495,33 @@ func (w *world) arrival(e *event) {
 	if d.Pending && w.sc.PendingWait > 0 {
 		// As the node does: the request waits for the next sync round, which
 		// is asked for at once, and is decided again when the round ends.
-		p := &parked{inst: in, gen: in.gen, series: s, arrived: w.vt, deadline: w.vt + int64(w.sc.PendingWait)}
+		p := &parked{inst: in, gen: in.gen, stream: st, series: s, arrived: w.vt, deadline: w.vt + int64(w.sc.PendingWait), retried: retried}
 		in.parked = append(in.parked, p)
 		w.stats.Pending++
 		w.q.push(&event{at: p.deadline, kind: evPendingDeadline, park: p})
 		w.kickSync(in)
-	} else {
-		s.record(w.vt, w.vt, d)
+		return
 	}
-	if at := st.next(w.vt, st.draw()); at >= 0 {
-		e.at = at
-		w.q.push(e)
+	w.decided(st, in, w.vt, d, retried)
+}
+
+// decided records a request's decision and, for a denied request whose
+// client retries, schedules the retry after the Retry-After it was given.
+func (w *world) decided(st *stream, in *instance, arrived int64, d counters.Decision, retried bool) {
+	st.series.record(arrived, w.vt, d)
+	if d.Allowed {
+		return
+	}
+	if retried {
+		w.stats.RetriesDenied++
+		st.series.retryDenied(w.vt)
+		return
+	}
+	if st.tr.Retry && in != nil && d.RetryAfter > 0 && d.RetryAfter <= time.Minute {
+		// The Retry-After header the middleware writes: whole seconds, at
+		// least one.
+		after := max(time.Second, (d.RetryAfter+time.Second-1)/time.Second*time.Second)
+		w.q.push(&event{at: w.vt + int64(after), kind: evRetry, retry: &retry{stream: st, inst: in}})
 	}
 }
 
@@ -592,7 +644,9 @@ func (w *world) pendingDeadline(p *parked) {
 	if err != nil {
 		d = counters.Decision{Tier: -1}
 	}
-	d.Pending = false
+	if d.Pending { // as the node says: budget may still come
+		d.Pending, d.RetryAfter = false, time.Duration(w.sync)
+	}
 	w.settle(p, d)
 }
 
@@ -604,7 +658,7 @@ func (w *world) settle(p *parked, d counters.Decision) {
 	if d.Allowed {
 		w.stats.PendingAdmitted++
 	}
-	p.series.record(p.arrived, w.vt, d)
+	w.decided(p.stream, p.inst, p.arrived, d, p.retried)
 }
 
 func (w *world) prepareEngine(in *instance, now time.Time) {

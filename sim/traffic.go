@@ -19,6 +19,8 @@ type series struct {
 }
 
 type tierCount struct {
+	// retriesDenied counts, by window, the clients' retries denied again.
+	retriesDenied []int64
 	// Indexed by window number since the start: requests offered and
 	// admitted, by the window they arrived in, and admitted requests by the
 	// window they were charged to (a request that waited for the owner's
@@ -32,7 +34,7 @@ func newSeries(tenant string, sla *SLA, dur time.Duration) *series {
 		l := counters.Limit{Tenant: tenant, Endpoint: sla.ID, Method: method, Period: t.Period, Threshold: t.Threshold, Algorithm: t.Algorithm}
 		s.limits = append(s.limits, l.Prepare())
 		n := int(dur/t.Period) + 1
-		s.tiers = append(s.tiers, tierCount{offered: make([]int64, n), admitted: make([]int64, n), charged: make([]int64, n)})
+		s.tiers = append(s.tiers, tierCount{offered: make([]int64, n), admitted: make([]int64, n), charged: make([]int64, n), retriesDenied: make([]int64, n)})
 	}
 	return s
 }
@@ -62,6 +64,15 @@ func (s *series) record(arrived, decided int64, d counters.Decision) {
 		case d.Tier == i || d.Tier < 0:
 			tc.offered[wa]++
 		}
+	}
+}
+
+// retryDenied counts a client's retry denied again at vt, in the first
+// tier's window.
+func (s *series) retryDenied(vt int64) {
+	tc := &s.tiers[0]
+	if w := int(vt / int64(s.sla.Tiers[0].Period)); w < len(tc.retriesDenied) {
+		tc.retriesDenied[w]++
 	}
 }
 

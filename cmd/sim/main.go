@@ -149,6 +149,10 @@ func parsePolicies(s string) ([]sim.Policy, error) {
 func printStats(w io.Writer, s sim.Stats) {
 	fmt.Fprintf(w, "  %d decisions, %d events in %v: %.0f decisions/s; lost %d, cut %d, duplicates %d, timeouts %d, rejected %d, apply errors %d\n",
 		s.Decisions, s.Events, s.Wall.Round(1e6), s.DecisionsPerSecond(), s.Lost, s.Cut, s.Duplicates, s.Timeouts, s.Rejected, s.ApplyErrors)
+	if s.Retries > 0 {
+		fmt.Fprintf(w, "  %d denied requests retried after their Retry-After: %d denied again, %d of them while their window had room\n",
+			s.Retries, s.RetriesDenied, s.RetriesWronglyDenied)
+	}
 	if s.Pending > 0 {
 		fmt.Fprintf(w, "  %d requests waited for the owner (%d then admitted): mean wait %v, longest %v\n",
 			s.Pending, s.PendingAdmitted, (s.PendingWait / time.Duration(s.Pending)).Round(time.Microsecond), s.PendingWaitMax.Round(time.Microsecond))
