@@ -1,0 +1,151 @@
+package httpfilter
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/peerlimit/peerlimit/counters"
+	"github.com/peerlimit/peerlimit/internal/testutil"
+	"github.com/peerlimit/peerlimit/node"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TestBadTenantsNeverStopSync: a real 3-node cluster (memberlist and gRPC on
+// 127.0.0.1), the middleware in front of a ServeMux on each node, and
+// requests for good tenants mixed with tenant ids that are not valid UTF-8
+// or carry control characters. The bad ones are refused with 400 and never
+// counted; every sync call keeps succeeding, and the good tenants' counts
+// reach their owners (each node's cached global total is the cluster's).
+func TestBadTenantsNeverStopSync(t *testing.T) {
+	var nodes []*node.Node
+	for i := range 3 {
+		cfg := node.LocalConfig(fmt.Sprintf("n%d", i))
+		cfg.SyncInterval = 100 * time.Millisecond
+		for _, n := range nodes {
+			cfg.Gossip.Seeds = append(cfg.Gossip.Seeds, n.GossipAddr())
+		}
+		n, err := node.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = n.Close(ctx)
+		})
+		nodes = append(nodes, n)
+	}
+	testutil.WaitFor(t, 10*time.Second, "3 members everywhere", func() bool {
+		for _, n := range nodes {
+			if len(n.Engine().Members()) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+
+	limits := mustParse(t, y(`
+slas:
+  - id: put-product
+    match: {methods: [PUT], pathPattern: "/v1/organizations/{orgId}/product/{id}"}
+    tenant: {fromPath: orgId}
+    tiers: [{period: 1h, threshold: 1000}]
+`))
+	var servers []*httptest.Server
+	for _, n := range nodes {
+		f, err := New(n, limits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("PUT /v1/organizations/{orgId}/product/{id}", func(http.ResponseWriter, *http.Request) {})
+		srv := httptest.NewServer(f.Middleware(mux))
+		t.Cleanup(srv.Close)
+		servers = append(servers, srv)
+	}
+
+	good := []string{"acme", "globex", "initech"}
+	bad := []string{"%ff%fe", "a%00b", "%c3%28", "x%7f"}
+	sent := map[string]int{}
+	for round := range 20 {
+		for i, srv := range servers {
+			for _, g := range good {
+				r := doReq(t, srv.Client(), "PUT", srv.URL+"/v1/organizations/"+g+"/product/1", nil)
+				if r.status != 200 {
+					t.Fatalf("round %d node %d tenant %s: %d", round, i, g, r.status)
+				}
+				sent[g]++
+			}
+			for _, b := range bad {
+				if r := doReq(t, srv.Client(), "PUT", srv.URL+"/v1/organizations/"+b+"/product/1", nil); r.status != 400 {
+					t.Fatalf("bad tenant %q: %d, want 400", b, r.status)
+				}
+			}
+		}
+	}
+	// Every node learns each good tenant's cluster-wide count from its
+	// owner: the counts reached the owners.
+	testutil.WaitFor(t, 10*time.Second, "every node to see every good tenant's global count", func() bool {
+		for _, n := range nodes {
+			for _, g := range good {
+				e := n.Engine().Table().Get(g, "/v1/organizations/{orgId}/product/{id}", "PUT", time.Hour)
+				if e == nil {
+					return false
+				}
+				e.Lock()
+				global := e.Current().Global + e.Current().Unreported()
+				e.Unlock()
+				if global != int64(sent[g]) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	for i, n := range nodes {
+		if errs := syncCalls(t, n.Registry(), "error"); errs != 0 {
+			t.Errorf("node %d: %v failed sync calls", i, errs)
+		}
+		if ok := syncCalls(t, n.Registry(), "ok"); ok == 0 {
+			t.Errorf("node %d: no successful sync call", i)
+		}
+		for _, b := range []string{"\xff\xfe", "a\x00b"} {
+			if e := n.Engine().Table().Get(b, "/v1/organizations/{orgId}/product/{id}", "PUT", time.Hour); e != nil {
+				t.Errorf("node %d holds a series for the bad tenant %q", i, b)
+			}
+		}
+	}
+	// The Go API refuses such a key too, with an error, never a count.
+	bad0 := counters.Limit{Tenant: "\xff", Endpoint: "e", Method: "GET", Period: time.Minute, Threshold: 10}
+	if _, err := nodes[0].Allow(context.Background(), bad0); err == nil {
+		t.Error("node.Allow with a tenant that is not UTF-8: nil error")
+	}
+}
+
+func syncCalls(t *testing.T, reg *prometheus.Registry, result string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "peerlimit_sync_calls_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "result" && lp.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
