@@ -29,6 +29,7 @@ const (
 	evFault
 	evPendingDeadline
 	evRetry
+	evKick
 )
 
 // queue is a min-heap of events ordered by (at, seq).

@@ -190,6 +190,7 @@ type instance struct {
 	parked   []*parked
 	kick     bool
 	lastKick int64
+	kickAt   int64 // when a deferred kick is due (0: none)
 }
 
 // parked is a request whose lease decision was pending, waiting for the
@@ -450,6 +451,11 @@ func (w *world) dispatch(e *event) error {
 		w.pendingDeadline(e.park)
 	case evRetry:
 		w.retryRequest(e.retry)
+	case evKick:
+		if e.inst.gen == e.gen && e.inst.up {
+			e.inst.kickAt = 0
+			w.kickSync(e.inst)
+		}
 	}
 	return nil
 }
@@ -587,10 +593,17 @@ func (w *world) roundProgress(in *instance) {
 	}
 }
 
-// kickSync asks for a round at once, at most one per twentieth of the
-// interval, as node.Node does for a pending request.
+// kickSync asks for a round at once, as node.Node does for a pending
+// request: rounds asked for come at least a twentieth of the interval
+// apart (a kick within that is deferred, not dropped), and one asked for
+// while a round is open starts when it ends.
 func (w *world) kickSync(in *instance) {
-	if in.eng == nil || in.leaving > 0 || (in.lastKick > 0 && w.vt-in.lastKick <= w.sync/20) {
+	if in.eng == nil || in.leaving > 0 || in.kickAt > w.vt {
+		return // a kick is already scheduled
+	}
+	if gap := w.sync / 20; in.lastKick > 0 && w.vt-in.lastKick < gap {
+		in.kickAt = in.lastKick + gap
+		w.q.push(&event{at: in.kickAt, kind: evKick, inst: in, gen: in.gen})
 		return
 	}
 	in.lastKick = w.vt
