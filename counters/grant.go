@@ -1,6 +1,10 @@
 package counters
 
-import "math"
+import (
+	"cmp"
+	"math"
+	"slices"
+)
 
 // grant computes origin r's new cap on its own estimate (its count in the
 // window, plus for sliding tiers its weighted previous window), so that the
@@ -209,15 +213,6 @@ func need(s *originState, left float64) int64 {
 	return int64(math.Ceil(s.rate * left))
 }
 
-func (w *ownerWindow) find(name string) *originState {
-	for _, s := range w.origins {
-		if s.name == name {
-			return s
-		}
-	}
-	return nil
-}
-
 func contains(ss []*originState, s *originState) bool {
 	for _, x := range ss {
 		if x == s {
@@ -230,71 +225,64 @@ func contains(ss []*originState, s *originState) bool {
 // fairShare splits free among origins by their expected need over the time
 // left (max-min fair, water-filling), then spreads what no one needs equally
 // among the origins with demand, and returns r's part. Integer units: the
-// parts add up to free exactly, or to less when no origin has demand.
+// parts add up to free exactly, or to less when no origin has demand. It
+// sorts the needs once: O(k log k) for k origins.
 func fairShare(free int64, origins []*originState, r *originState, left float64) int64 {
 	k := len(origins)
-	var needBuf, allocBuf [16]int64
-	var doneBuf [16]bool
-	needs, alloc, done := needBuf[:0], allocBuf[:0], doneBuf[:0]
+	var needBuf [16]int64
+	var orderBuf [16]int
+	needs, order := needBuf[:0], orderBuf[:0]
 	if k > len(needBuf) {
-		needs, alloc, done = make([]int64, 0, k), make([]int64, 0, k), make([]bool, 0, k)
+		needs, order = make([]int64, 0, k), make([]int, 0, k)
 	}
-	needs, alloc, done = needs[:k], alloc[:k], done[:k]
-	ri := 0
-	active := k
+	ri := -1
 	for i, s := range origins {
-		needs[i] = need(s, left)
-		if needs[i] <= 0 {
-			done[i] = true
-			active--
-		}
+		needs = append(needs, need(s, left))
 		if s == r {
 			ri = i
 		}
-	}
-	remaining := free
-	for remaining > 0 && active > 0 {
-		each := remaining / int64(active)
-		if each == 0 {
-			break
-		}
-		for i := range origins {
-			if done[i] {
-				continue
-			}
-			add := min(each, needs[i]-alloc[i])
-			alloc[i] += add
-			remaining -= add
-			if alloc[i] >= needs[i] {
-				done[i] = true
-				active--
-			}
-		}
-	}
-	// What is left goes to the origins that have demand, in equal parts,
-	// then one unit at a time in order. An idle origin gets nothing it did
-	// not already have: it asks again when its traffic comes back, and
-	// meanwhile the budget is not held up where nobody uses it.
-	var with int64
-	for i := range origins {
 		if needs[i] > 0 {
-			with++
+			order = append(order, i)
 		}
 	}
-	if remaining > 0 && with > 0 {
-		each := remaining / with
-		for i := range alloc {
-			if needs[i] > 0 {
-				alloc[i] += each
+	if len(order) == 0 || free <= 0 || ri < 0 || needs[ri] <= 0 {
+		return 0 // nobody (or not r) has demand: nothing to hand out
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(needs[a], needs[b]) })
+	// Water-filling in increasing need: each origin gets its need or an
+	// equal part of what is left, whichever is smaller; the units left over
+	// from the division go one each, in that order.
+	remaining, active := free, int64(len(order))
+	for j, i := range order {
+		part := remaining / active
+		if needs[i] <= part {
+			remaining -= needs[i]
+			active--
+			continue
+		}
+		// The water level: every origin from here on gets part.
+		rest := remaining - part*active
+		for jj := j; jj < len(order); jj++ {
+			if order[jj] == ri {
+				if int64(jj-j) < rest {
+					return part + 1
+				}
+				return part
 			}
 		}
-		remaining -= each * with
-		for i := 0; remaining > 0; i++ {
-			if needs[i%k] > 0 {
-				alloc[i%k]++
-				remaining--
+		return needs[ri] // r's need was met below the level
+	}
+	// Every need met: what is left goes to the origins with demand, in equal
+	// parts, the units left over one each in order.
+	with := int64(len(order))
+	part, rest := remaining/with, remaining%with
+	for j, i := range order {
+		if i == ri {
+			if int64(j) < rest {
+				return needs[ri] + part + 1
 			}
+			return needs[ri] + part
 		}
 	}
-	return alloc[ri]
+	return needs[ri]
 }

@@ -210,7 +210,8 @@ type ownerWindow struct {
 	// members report. A member reporting a cap another owner granted in the
 	// window says the same (see grant).
 	inherited bool
-	origins   []*originState // few: one per instance
+	origins   []*originState // one per instance that reported
+	byName    map[string]*originState // origins by name, once there are more than originsScan
 }
 
 type originState struct {
@@ -420,14 +421,36 @@ func (o *Owner) foreign(from string, inc uint64) bool {
 }
 
 func (w *ownerWindow) origin(name string) *originState {
+	if s := w.find(name); s != nil {
+		return s
+	}
+	s := &originState{name: name}
+	w.origins = append(w.origins, s)
+	if w.byName != nil {
+		w.byName[name] = s
+	} else if len(w.origins) > originsScan {
+		w.byName = make(map[string]*originState, 2*len(w.origins))
+		for _, o := range w.origins {
+			w.byName[o.name] = o
+		}
+	}
+	return s
+}
+
+// originsScan is how many origins a window finds by scanning; past it, by
+// a map (an owner's work per report stays linear in the members).
+const originsScan = 8
+
+func (w *ownerWindow) find(name string) *originState {
+	if w.byName != nil {
+		return w.byName[name]
+	}
 	for _, s := range w.origins {
 		if s.name == name {
 			return s
 		}
 	}
-	s := &originState{name: name}
-	w.origins = append(w.origins, s)
-	return s
+	return nil
 }
 
 // total is the window's global count: the sum of the origins' cumulative
@@ -444,18 +467,16 @@ func (w *ownerWindow) total() int64 { return w.sum() + w.hidden() }
 // kept. Only knowledge from another owner is used, so this owner's own
 // answers never feed back into it.
 func (w *ownerWindow) hidden() int64 {
+	var snapOwn int64
+	for _, x := range w.origins {
+		snapOwn += x.snapOwn
+	}
 	var h int64
 	for _, o := range w.origins {
 		if o.snapFrom == "" {
 			continue
 		}
-		est := o.snapOthers
-		for _, x := range w.origins {
-			if x != o {
-				est -= x.snapOwn
-			}
-		}
-		h = max(h, est)
+		h = max(h, o.snapOthers-(snapOwn-o.snapOwn))
 	}
 	return h
 }

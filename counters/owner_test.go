@@ -297,7 +297,10 @@ func TestFairShareIsExact(t *testing.T) {
 		// Only the one with demand gets the spare.
 		{9, []float64{0, 0, 3}, []int64{0, 0, 9}, 9},
 		{7, []float64{5, 5, 5}, []int64{3, 2, 2}, 7},
-		{10, []float64{2, 0, 1}, []int64{6, 0, 4}, 10},
+		{10, []float64{2, 0, 1}, []int64{5, 0, 5}, 10},
+		// Water level: needs 1, 5, 9 share 9: 1, then 4 and 4.
+		{9, []float64{1, 5, 9}, []int64{1, 4, 4}, 9},
+		{10, []float64{1, 5, 9}, []int64{1, 5, 4}, 10},
 	} {
 		os := mk(tc.rates...)
 		var sum int64
