@@ -210,7 +210,7 @@ type ownerWindow struct {
 	// members report. A member reporting a cap another owner granted in the
 	// window says the same (see grant).
 	inherited bool
-	origins   []*originState // one per instance that reported
+	origins   []*originState          // one per instance that reported
 	byName    map[string]*originState // origins by name, once there are more than originsScan
 }
 
