@@ -189,6 +189,12 @@ func TestSeedUnreachableAtStartIsNotFatal(t *testing.T) {
 
 	b := startNode(t, localConfig("b", seed))
 	waitFor(t, 5*time.Second, "b to report itself alone", func() bool { return b.sees("b") })
+	if err := b.g.Health(); !errors.Is(err, ErrNoSeed) || !strings.Contains(err.Error(), seed) {
+		t.Errorf("alone with an unreachable seed: Health = %v, want ErrNoSeed naming %s", err, seed)
+	}
+	if !strings.Contains(b.logs.String(), "WARN msg=\"alone: no seed answered") {
+		t.Errorf("no warning that the node is alone:\n%s", b.logs)
+	}
 
 	// Now the seed comes up (if the port was grabbed meanwhile, skip).
 	cfg := localConfig("a")
@@ -204,6 +210,9 @@ func TestSeedUnreachableAtStartIsNotFatal(t *testing.T) {
 	waitFor(t, 10*time.Second, "the rejoin loop to join the seed that came up", func() bool {
 		return b.sees("a", "b")
 	})
+	if err := b.g.Health(); err != nil {
+		t.Errorf("joined: Health = %v, want nil", err)
+	}
 }
 
 func TestMalformedPeerMetadataIgnored(t *testing.T) {

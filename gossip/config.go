@@ -57,6 +57,10 @@ const (
 	DefaultRejoinMax = 64
 )
 
+// DefaultPort is the gossip port of [DefaultConfig], memberlist's own
+// default (UDP and TCP).
+const DefaultPort = 7946
+
 // maxGRPCAddrLen bounds Config.GRPCAddr so that the encoded metadata stays
 // far below memberlist's 512-byte limit.
 const maxGRPCAddrLen = 255
@@ -69,21 +73,32 @@ const maxGRPCAddrLen = 255
 // reuse it afterwards.
 type Config struct {
 	// Name is this node's unique name in the cluster. Required. Two live
-	// processes with the same name conflict; memberlist keeps the first.
+	// processes with the same name conflict: memberlist keeps the first and
+	// ignores the other. A conflict seen while Start joins fails Start with
+	// [ErrNameConflict]; one seen later is logged, reported to OnConflict
+	// and by [Gossip.Health].
 	Name string
 
 	// BindAddr is the IP address the gossip listeners (UDP and TCP, same
-	// port) bind to. Default "127.0.0.1". Ignored when Transport is set.
+	// port) bind to. Default "0.0.0.0" (every interface), as memberlist's
+	// own default; the address advertised is then the host's first private
+	// IPv4 address unless AdvertiseAddr says otherwise. "127.0.0.1" keeps a
+	// node on its host (tests, a local demo): no other host can join it.
+	// Ignored when Transport is set.
 	BindAddr string
 
-	// BindPort is the gossip port. 0 (the default) lets the OS choose a free
-	// port; read the real one with [Gossip.Port] after Start. Ignored when
-	// Transport is set.
+	// BindPort is the gossip port. [DefaultConfig] sets [DefaultPort]
+	// (7946), a fixed port that firewall rules and seed lists can name; 0
+	// (the zero value) lets the OS choose a free port, for tests and for
+	// several nodes on one host; read the real one with [Gossip.Port] after
+	// Start. Ignored when Transport is set.
 	BindPort int
 
 	// AdvertiseAddr is the IP address other nodes use to reach this one.
-	// Default "" means the address the transport is bound to; set it when
-	// binding to 0.0.0.0 or behind NAT.
+	// Default "" means the address the transport is bound to, or, bound to
+	// 0.0.0.0, the host's first private IPv4 address (Start fails if there
+	// is none); set it on a host with several private networks or behind
+	// NAT.
 	AdvertiseAddr string
 
 	// AdvertisePort is the port other nodes use to reach this one, used
@@ -94,12 +109,33 @@ type Config struct {
 
 	// Seeds are "host:port" gossip addresses of existing members to join at
 	// Start and to retry forever in the rejoin loop while they are not
-	// alive members. Default none: this node starts a new cluster, and
-	// others join it. A seed that cannot be reached is not an error.
+	// alive members. A node's own address may be listed (it is skipped),
+	// so every node can share one list. Default none: this node starts a
+	// new cluster, and others join it. A seed that cannot be reached does
+	// not fail Start unless JoinTimeout is set, but a node left alone while
+	// its seeds do not answer logs a warning (once a minute) and reports
+	// [ErrNoSeed] through [Gossip.Health].
 	Seeds []string
 
+	// JoinTimeout, if positive, makes Start wait until a seed answers,
+	// retrying them every second, and fail with [ErrNoSeed] if none has
+	// within this time (an unreachable seed may add one TCP timeout, 1 s
+	// local or 10 s LAN, to the wait). Default 0: Start makes one attempt
+	// and returns; the node runs alone until the rejoin loop reaches a
+	// seed. Set it on nodes that join an existing cluster, where running
+	// alone means enforcing every limit by itself; leave it 0 on nodes that
+	// may be the first of a cluster (a StatefulSet's first pod, a cluster
+	// restarting all at once), which would otherwise never start. Requires
+	// Seeds.
+	JoinTimeout time.Duration
+
 	// GRPCAddr is the "host:port" address of this node's gRPC server,
-	// published to peers in the node metadata. Required; at most 255 bytes.
+	// published to peers in the node metadata. Required; at most 255
+	// bytes. An empty or unspecified host (":7947", "0.0.0.0:7947",
+	// "[::]:7947") publishes the gossip advertise address with that port.
+	// Start refuses a loopback host (127.0.0.0/8, ::1, "localhost") while
+	// the gossip address is not loopback ([ErrUnreachableGRPCAddr]): peers
+	// on other hosts would join the cluster and then fail every sync call.
 	GRPCAddr string
 
 	// Proto is the version of the peer-to-peer (gRPC) protocol this node
@@ -147,7 +183,8 @@ type Config struct {
 	RejoinMax int
 
 	// Logger receives structured logs (memberlist's own lines are bridged at
-	// their level). Default nil discards them.
+	// their level). Default nil means slog.Default(); pass
+	// slog.New(slog.DiscardHandler) to silence the node.
 	Logger *slog.Logger
 
 	// Transport replaces memberlist's own UDP+TCP transport; BindAddr and
@@ -164,16 +201,26 @@ type Config struct {
 	// it may skip intermediate states but always ends with the latest.
 	OnMembers func([]Member)
 
+	// OnConflict, if set, is called each time memberlist sees one name
+	// claimed by two nodes at different addresses: this node's own name
+	// (Conflict.Self) or another member's. It is called from the same
+	// goroutine as OnMembers, with the same contract. A conflict is also
+	// logged (at Warn, once a minute per name and address), and a conflict
+	// over this node's own name is reported by [Gossip.Health]. Default nil.
+	OnConflict func(Conflict)
+
 	// tuneMemberlist, set only by this package's tests, adjusts the
 	// memberlist configuration after the profile is applied.
 	tuneMemberlist func(*memberlist.Config)
 }
 
-// DefaultConfig returns a Config with every default spelled out. Name and
-// GRPCAddr still need to be set.
+// DefaultConfig returns a Config with every default spelled out: gossip on
+// every interface, port 7946, advertising the host's private address. Name
+// and GRPCAddr still need to be set.
 func DefaultConfig() Config {
 	return Config{
-		BindAddr:     "127.0.0.1",
+		BindAddr:     "0.0.0.0",
+		BindPort:     DefaultPort,
 		Profile:      ProfileLAN,
 		RejoinForget: DefaultRejoinForget,
 		RejoinMax:    DefaultRejoinMax,
@@ -209,13 +256,19 @@ func (c Config) Validate() error {
 			return invalid(fmt.Sprintf("Seeds[%d]", i), "%v", err)
 		}
 	}
+	if c.JoinTimeout < 0 {
+		return invalid("JoinTimeout", "%v is negative", c.JoinTimeout)
+	}
+	if c.JoinTimeout > 0 && len(c.Seeds) == 0 {
+		return invalid("JoinTimeout", "set without Seeds: there is nothing to wait for")
+	}
 	if c.GRPCAddr == "" {
 		return invalid("GRPCAddr", "must not be empty")
 	}
 	if len(c.GRPCAddr) > maxGRPCAddrLen {
 		return invalid("GRPCAddr", "%d bytes, more than %d", len(c.GRPCAddr), maxGRPCAddrLen)
 	}
-	if err := checkHostPort(c.GRPCAddr); err != nil {
+	if err := checkGRPCAddr(c.GRPCAddr); err != nil {
 		return invalid("GRPCAddr", "%v", err)
 	}
 	if c.Profile != ProfileLAN && c.Profile != ProfileLocal {
@@ -258,10 +311,23 @@ func checkHostPort(s string) error {
 	return nil
 }
 
+// checkGRPCAddr is checkHostPort that also accepts an empty host (the
+// gossip advertise address is published in its place).
+func checkGRPCAddr(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("%q: %v", s, err)
+	}
+	if host == "" {
+		return checkHostPort(net.JoinHostPort("0.0.0.0", port))
+	}
+	return checkHostPort(s)
+}
+
 // withDefaults fills the zero fields that have a default.
 func (c Config) withDefaults() Config {
 	if c.BindAddr == "" {
-		c.BindAddr = "127.0.0.1"
+		c.BindAddr = "0.0.0.0"
 	}
 	if c.RejoinInterval == 0 {
 		c.RejoinInterval = DefaultRejoinIntervalLAN
@@ -276,7 +342,7 @@ func (c Config) withDefaults() Config {
 		c.RejoinMax = DefaultRejoinMax
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = slog.Default()
 	}
 	c.Seeds = append([]string(nil), c.Seeds...)
 	keys := make([][]byte, len(c.SecretKeys))

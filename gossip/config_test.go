@@ -33,6 +33,9 @@ func TestValidate(t *testing.T) {
 		{"Seeds[1]", func(c *Config) { c.Seeds = []string{"127.0.0.1:1", "127.0.0.1"} }},
 		{"GRPCAddr", func(c *Config) { c.GRPCAddr = "" }},
 		{"GRPCAddr", func(c *Config) { c.GRPCAddr = "127.0.0.1:http" }},
+		{"GRPCAddr", func(c *Config) { c.GRPCAddr = ":0" }},
+		{"JoinTimeout", func(c *Config) { c.JoinTimeout = -time.Second }},
+		{"JoinTimeout", func(c *Config) { c.Seeds, c.JoinTimeout = nil, time.Second }},
 		{"GRPCAddr", func(c *Config) { c.GRPCAddr = strings.Repeat("h", 300) + ":1" }},
 		{"Profile", func(c *Config) { c.Profile = Profile(7) }},
 		{"SecretKeys[0]", func(c *Config) { c.SecretKeys = [][]byte{make([]byte, 15)} }},
@@ -64,7 +67,7 @@ func TestValidate(t *testing.T) {
 func TestDefaultsApplied(t *testing.T) {
 	c := Config{Name: "a", GRPCAddr: "127.0.0.1:1", Profile: ProfileLocal}
 	d := c.withDefaults()
-	if d.BindAddr != "127.0.0.1" || d.RejoinInterval != DefaultRejoinIntervalLocal ||
+	if d.BindAddr != "0.0.0.0" || d.RejoinInterval != DefaultRejoinIntervalLocal ||
 		d.RejoinForget != DefaultRejoinForget || d.RejoinMax != DefaultRejoinMax || d.Logger == nil {
 		t.Fatalf("defaults not applied: %+v", d)
 	}

@@ -4,9 +4,9 @@
 //
 // # Use
 //
-//	cfg := gossip.DefaultConfig()
+//	cfg := gossip.DefaultConfig() // every interface, port 7946
 //	cfg.Name = "node-1"
-//	cfg.GRPCAddr = "10.0.0.1:7070"
+//	cfg.GRPCAddr = ":7070"        // published with the gossip address: 10.0.0.1:7070
 //	cfg.Seeds = []string{"10.0.0.2:7946"}
 //	cfg.OnMembers = func(ms []gossip.Member) { ring.Set(ms) }
 //	g, err := gossip.New(cfg) // validates; starts nothing
@@ -44,6 +44,18 @@
 // node metadata (at most 512 bytes) in a small versioned binary record. A
 // peer whose metadata cannot be decoded is refused as a peer (memberlist's
 // AliveDelegate) and a warning is logged once per node and value.
+//
+// # Mistakes it reports
+//
+// Start refuses what would make a cluster that only looks healthy: a
+// loopback Config.GRPCAddr published beside a routable gossip address
+// ([ErrUnreachableGRPCAddr]), a join that meets another live node with this
+// node's name ([ErrNameConflict]), and, with Config.JoinTimeout, seeds of
+// which none answers ([ErrNoSeed]). What can only show later — a name
+// conflict after the node started, a node left alone because its seeds do
+// not answer — is logged at Warn (once a minute), passed to
+// Config.OnConflict, and reported by [Gossip.Health], which a service can
+// wire to its health probe.
 //
 // # Partitions
 //

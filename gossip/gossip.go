@@ -76,6 +76,17 @@ type Gossip struct {
 
 	warnMu sync.Mutex
 	warned map[string]string // node name -> metadata already warned about
+
+	warnEvery *logEvery // repeated warnings: conflicts, seeds that do not answer
+
+	conflictMu     sync.Mutex
+	conflicts      []Conflict // recorded by the delegate, not yet delivered
+	selfConflict   Conflict   // the last conflict over our own name
+	selfConflictAt time.Time
+	conflictHold   time.Duration // how long Health reports a conflict
+
+	joinMu      sync.Mutex
+	lastJoinErr error // of the last join attempt that reached nobody
 }
 
 // New validates cfg and returns a node that is not yet running: it opens no
@@ -85,28 +96,41 @@ func New(cfg Config) (*Gossip, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	// memberlist repeats a lasting conflict at each rejoin attempt or
+	// push/pull exchange with the other claimant.
+	hold := 3 * max(cfg.RejoinInterval, profileConfig(cfg.Profile).PushPullInterval)
 	return &Gossip{
-		cfg:       cfg,
-		log:       cfg.Logger.With("component", "gossip", "node", cfg.Name),
-		now:       time.Now,
-		notify:    make(chan struct{}, 1),
-		stop:      make(chan struct{}),
-		localMeta: encodeMeta(meta{grpcAddr: cfg.GRPCAddr, proto: cfg.Proto}),
-		members:   make(map[string]Member),
-		rejoin:    newRejoinSet(cfg.RejoinMax, cfg.RejoinForget),
-		warned:    make(map[string]string),
+		cfg:          cfg,
+		warnEvery:    newLogEvery(warnInterval),
+		conflictHold: hold,
+		log:          cfg.Logger.With("component", "gossip", "node", cfg.Name),
+		now:          time.Now,
+		notify:       make(chan struct{}, 1),
+		stop:         make(chan struct{}),
+		localMeta:    encodeMeta(meta{grpcAddr: cfg.GRPCAddr, proto: cfg.Proto}),
+		members:      make(map[string]Member),
+		rejoin:       newRejoinSet(cfg.RejoinMax, cfg.RejoinForget),
+		warned:       make(map[string]string),
 	}, nil
 }
 
 // Start opens the gossip listeners, joins the seeds, and starts the
 // membership dispatcher and the rejoin loop. A seed that cannot be reached
-// is logged, not returned: the rejoin loop keeps trying it.
+// is logged, not returned: the rejoin loop keeps trying it, unless
+// Config.JoinTimeout is set (then Start retries the seeds for that long and
+// fails with [ErrNoSeed]).
+//
+// Start fails, and shuts the node down without telling peers, when the
+// join meets another live node using this node's name ([ErrNameConflict]),
+// and when Config.GRPCAddr is loopback while the gossip address is not
+// ([ErrUnreachableGRPCAddr]).
 //
 // Start waits for the first join attempt. An unreachable seed may cost up
 // to the profile's TCP timeout (1 s local, 10 s LAN; seeds are tried in
 // parallel). If ctx ends first, Start shuts the node down and returns ctx's
 // error, once the attempt in flight has given up (at most one TCP timeout
-// later).
+// later). ctx bounds Start only: once Start has returned, cancelling it
+// does nothing; the node runs until Shutdown.
 func (g *Gossip) Start(ctx context.Context) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -128,6 +152,7 @@ func (g *Gossip) Start(ctx context.Context) error {
 	mc.Delegate = metaDelegate{g}
 	mc.Events = events{g}
 	mc.Alive = aliveFilter{g}
+	mc.Conflict = conflictDelegate{g}
 	mc.Logger = newMemberlistLogger(g.cfg.Logger)
 	mc.Label = g.cfg.Label
 	if len(g.cfg.SecretKeys) > 0 {
@@ -155,6 +180,21 @@ func (g *Gossip) Start(ctx context.Context) error {
 	if g.cfg.AdvertiseAddr != "" && g.cfg.AdvertisePort == 0 {
 		mc.AdvertisePort = mc.BindPort
 	}
+	// The address peers will see, as memberlist.Create computes it: the
+	// gRPC address published beside it must be reachable from them too.
+	advertise, _, err := transport.FinalAdvertiseAddr(mc.AdvertiseAddr, mc.AdvertisePort)
+	if err != nil {
+		_ = transport.Shutdown()
+		return fmt.Errorf("%w (%v): set Config.AdvertiseAddr, or bind to one address with Config.BindAddr", ErrNoAdvertiseAddr, err)
+	}
+	grpcAddr, err := publishGRPCAddr(g.cfg.GRPCAddr, advertise)
+	if err != nil {
+		_ = transport.Shutdown()
+		return err
+	}
+	g.metaMu.Lock()
+	g.localMeta = encodeMeta(meta{grpcAddr: grpcAddr, proto: g.cfg.Proto})
+	g.metaMu.Unlock()
 
 	ml, err := memberlist.Create(mc)
 	if err != nil {
@@ -168,12 +208,18 @@ func (g *Gossip) Start(ctx context.Context) error {
 	g.membersMu.Unlock()
 	g.state = stateRunning
 
-	first := make(chan struct{})
+	first := make(chan error, 1)
 	g.wg.Add(2)
 	go g.dispatch()
 	go g.rejoinLoop(first)
 	select {
-	case <-first:
+	case err := <-first:
+		if err != nil {
+			// Shut down without leaving: a leave would be taken as the
+			// departure of the other node of that name.
+			_ = g.shutdownLocked()
+			return err
+		}
 		return nil
 	case <-ctx.Done():
 		_ = g.shutdownLocked()
@@ -258,9 +304,10 @@ func (g *Gossip) Join(addrs []string) (int, error) {
 }
 
 // UpdateGRPCAddr publishes a new gRPC address for this node and waits up to
-// timeout for the update to be broadcast (if there is anyone to tell).
+// timeout for the update to be broadcast (if there is anyone to tell). The
+// address follows the rules of Config.GRPCAddr.
 func (g *Gossip) UpdateGRPCAddr(addr string, timeout time.Duration) error {
-	if err := checkHostPort(addr); err != nil || len(addr) > maxGRPCAddrLen {
+	if err := checkGRPCAddr(addr); err != nil || len(addr) > maxGRPCAddrLen {
 		return fmt.Errorf("gossip: update gRPC address %q: %w", addr, ErrInvalidConfig)
 	}
 	g.mu.Lock()
@@ -269,8 +316,13 @@ func (g *Gossip) UpdateGRPCAddr(addr string, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
+	host, _, _ := net.SplitHostPort(g.LocalMember().Addr)
+	published, err := publishGRPCAddr(addr, net.ParseIP(host))
+	if err != nil {
+		return err
+	}
 	g.metaMu.Lock()
-	g.localMeta = encodeMeta(meta{grpcAddr: addr, proto: g.cfg.Proto})
+	g.localMeta = encodeMeta(meta{grpcAddr: published, proto: g.cfg.Proto})
 	g.metaMu.Unlock()
 	if err := ml.UpdateNode(timeout); err != nil {
 		return fmt.Errorf("gossip: update gRPC address: %w", err)
@@ -444,6 +496,7 @@ func (g *Gossip) dispatch() {
 			return
 		case <-g.notify:
 		}
+		g.deliverConflicts()
 		snap := g.Members()
 		if slices.Equal(snap, last) {
 			continue
@@ -456,13 +509,12 @@ func (g *Gossip) dispatch() {
 	}
 }
 
-// rejoinLoop joins the seeds at once (then closes first), and every
-// RejoinInterval joins the seeds and remembered failed members that are not
-// alive members.
-func (g *Gossip) rejoinLoop(first chan<- struct{}) {
+// rejoinLoop joins the seeds at once (then sends the outcome on first), and
+// every RejoinInterval joins the seeds and remembered failed members that
+// are not alive members.
+func (g *Gossip) rejoinLoop(first chan<- error) {
 	defer g.wg.Done()
-	g.rejoinStep(true)
-	close(first)
+	first <- g.initialJoin()
 	t := time.NewTicker(g.cfg.RejoinInterval)
 	defer t.Stop()
 	for {
@@ -492,30 +544,67 @@ func (g *Gossip) rejoinTargets(now time.Time) []string {
 // reachable ones.
 const rejoinParallelism = 8
 
-// rejoinStep makes one join attempt. initial only changes how loudly a
-// failure is logged.
-func (g *Gossip) rejoinStep(initial bool) {
+// initialJoin is Start's join: one attempt, or, with Config.JoinTimeout,
+// attempts every joinRetry until a seed answers or the time is up. It
+// fails if a join met another node using this node's name.
+func (g *Gossip) initialJoin() error {
+	start := g.now()
+	for {
+		n, targets, err := g.rejoinStep(true)
+		if c, _, ok := g.lastSelfConflict(); ok {
+			return conflictError(c)
+		}
+		if n > 0 || len(targets) == 0 || g.cfg.JoinTimeout == 0 {
+			return nil
+		}
+		left := g.cfg.JoinTimeout - g.now().Sub(start)
+		if left <= 0 {
+			return fmt.Errorf("%w within Config.JoinTimeout (%v): none of %v answered (last error: %v): check Config.Seeds and that the seeds are up",
+				ErrNoSeed, g.cfg.JoinTimeout, targets, err)
+		}
+		t := time.NewTimer(min(joinRetry, left))
+		select {
+		case <-g.stop:
+			t.Stop()
+			return ErrClosed
+		case <-t.C:
+		}
+	}
+}
+
+// rejoinStep makes one join attempt and returns how many targets answered,
+// the targets, and the errors of those that did not. initial only changes
+// how loudly a success is logged. A failure while this node is alone and
+// has seeds is a warning, logged once per warnInterval.
+func (g *Gossip) rejoinStep(initial bool) (int, []string, error) {
 	ml := g.ml.Load()
 	targets := g.rejoinTargets(g.now())
 	if len(targets) == 0 {
-		return
+		return 0, nil, nil
 	}
 	select {
 	case <-g.stop:
-		return
+		return 0, targets, ErrClosed
 	default:
 	}
 	n, err := joinEach(ml, targets)
+	if n == 0 {
+		g.joinMu.Lock()
+		g.lastJoinErr = err
+		g.joinMu.Unlock()
+	}
 	switch {
 	case n > 0 && !initial:
 		g.log.Info("rejoined", "contacted", n, "targets", targets)
 	case n > 0:
 		g.log.Debug("joined", "contacted", n, "targets", targets)
-	case initial:
-		g.log.Warn("no seed reachable; the rejoin loop keeps trying", "seeds", targets, "err", err)
+	case len(g.Members()) <= 1 && len(g.otherSeeds()) > 0 && g.warnEvery.allow("alone", g.now()):
+		g.log.Warn("alone: no seed answered; this node enforces every limit by itself until the rejoin loop reaches one",
+			"seeds", g.otherSeeds(), "targets", targets, "err", err)
 	default:
 		g.log.Debug("rejoin attempt failed", "targets", targets, "err", err)
 	}
+	return n, targets, err
 }
 
 // joinEach joins every target, at most rejoinParallelism at a time, and
@@ -539,10 +628,27 @@ func joinEach(ml *memberlist.Memberlist, targets []string) (int, error) {
 			defer mu.Unlock()
 			n += k
 			if err != nil {
-				errs = append(errs, err)
+				errs = append(errs, joinError(err))
 			}
 		}()
 	}
 	wg.Wait()
-	return n, errors.Join(errs...)
+	if len(errs) == 0 {
+		return n, nil
+	}
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	slices.Sort(msgs)
+	return n, errors.New(strings.Join(msgs, "; "))
+}
+
+// joinError unwraps the one-element multierror that memberlist.Join
+// returns, whose text spans several lines.
+func joinError(err error) error {
+	if m, ok := err.(interface{ WrappedErrors() []error }); ok && len(m.WrappedErrors()) == 1 {
+		return m.WrappedErrors()[0]
+	}
+	return err
 }

@@ -63,10 +63,12 @@ type syncBuffer = testutil.SyncBuffer
 func localConfig(name string, seeds ...string) Config {
 	cfg := DefaultConfig()
 	cfg.Name = name
+	cfg.BindAddr, cfg.BindPort = "127.0.0.1", 0
 	cfg.Profile = ProfileLocal
 	cfg.GRPCAddr = grpcAddrOf(name)
 	cfg.Proto = 3
 	cfg.Seeds = seeds
+	cfg.Logger = slog.New(slog.DiscardHandler) // startNode logs to a buffer
 	return cfg
 }
 

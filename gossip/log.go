@@ -36,6 +36,15 @@ func (w slogWriter) Write(p []byte) (int, error) {
 			break
 		}
 	}
+	switch {
+	case strings.HasPrefix(line, "memberlist: Conflicting address"):
+		// Repeated at every exchange with the other claimant; the Gossip
+		// logs each conflict itself, once a minute, with what to do.
+		level = slog.LevelDebug
+	case strings.Contains(line, "use of closed network connection"):
+		// A send racing Shutdown: expected, and no one can act on it.
+		level = slog.LevelDebug
+	}
 	ctx := context.Background()
 	if w.l.Enabled(ctx, level) {
 		w.l.Log(ctx, level, strings.TrimPrefix(line, "memberlist: "))

@@ -125,10 +125,12 @@ type Config struct {
 
 // DefaultConfig returns a Config with every default filled in except Name.
 func DefaultConfig() Config {
+	g := gossip.DefaultConfig()
+	g.BindAddr, g.BindPort = "127.0.0.1", 0 // the node's defaults: one host, OS-chosen ports
 	return Config{
 		Policy:          PolicyLease,
 		SyncInterval:    200 * time.Millisecond,
-		Gossip:          gossip.DefaultConfig(),
+		Gossip:          g,
 		GRPCAddr:        "127.0.0.1:0",
 		MaxMessageBytes: 16 << 20,
 		Table:           counters.DefaultConfig(),
