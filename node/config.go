@@ -112,9 +112,22 @@ type Config struct {
 	// its static share.
 	FailClosed bool
 
-	// Registry receives the node's metrics. Default: a new registry per
-	// node (never the global one), available from Node.Registry.
-	Registry *prometheus.Registry
+	// Registry receives the node's metrics: a *prometheus.Registry, or any
+	// prometheus.Registerer, such as one from
+	// prometheus.WrapRegistererWithPrefix or WrapRegistererWith. Default
+	// nil: a new registry per node (never the global one), with the Go
+	// runtime and process collectors (go_*, process_*) added, as a service
+	// serving it at /metrics wants. A registry passed in gets only the
+	// node's peerlimit_* series (add the others with
+	// RegisterRuntimeMetrics if it lacks them). One registry holds the
+	// series of one node: New refuses a second node on it, and says to
+	// give each node its own or wrap it with a "node" label.
+	Registry prometheus.Registerer
+	// Gatherer is what Node.MetricsHandler serves. Default: Registry
+	// itself when it is a prometheus.Gatherer (a *prometheus.Registry is);
+	// required otherwise — pass the registry a wrapped Registerer
+	// registers into.
+	Gatherer prometheus.Gatherer
 
 	// Logger receives structured logs. Default: discard.
 	Logger *slog.Logger
@@ -162,6 +175,11 @@ func (c Config) Validate() error {
 	if _, err := ParsePolicy(string(c.Policy)); err != nil {
 		return fmt.Errorf("node: Config.Policy: %w", err)
 	}
+	if reg := registerer(c.Registry); reg == nil && c.Gatherer != nil {
+		return fmt.Errorf("node: Config.Gatherer is set but Config.Registry is not: set Registry to the Registerer whose series Gatherer serves")
+	} else if _, ok := reg.(prometheus.Gatherer); reg != nil && c.Gatherer == nil && !ok {
+		return fmt.Errorf("node: Config.Registry (%T) is not a prometheus.Gatherer: set Config.Gatherer to the registry it registers into, so that MetricsHandler can serve it", reg)
+	}
 	return nil
 }
 
@@ -191,8 +209,12 @@ func (c Config) withDefaults() Config {
 	if c.Ring.PartitionCount == 0 {
 		c.Ring = d.Ring
 	}
+	c.Registry = registerer(c.Registry)
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
+	}
+	if c.Gatherer == nil {
+		c.Gatherer, _ = c.Registry.(prometheus.Gatherer)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -201,4 +223,12 @@ func (c Config) withDefaults() Config {
 		c.Clock = time.Now
 	}
 	return c
+}
+
+// registerer returns r, or nil if r is nil or a nil *prometheus.Registry.
+func registerer(r prometheus.Registerer) prometheus.Registerer {
+	if reg, ok := r.(*prometheus.Registry); ok && reg == nil {
+		return nil
+	}
+	return r
 }

@@ -64,10 +64,14 @@
 //
 // # Metrics and logs
 //
-// Metrics go to [Config.Registry], a new Prometheus registry per node by
-// default (never the global one): serve it with [Node.MetricsHandler], or
-// pass [Node.Registry] to httpfilter so that its series sit beside the
-// node's. The series are named peerlimit_*: decisions by result, sampled
+// Metrics go to [Config.Registry], any prometheus.Registerer; by default a
+// new registry per node (never the global one) that also holds the Go
+// runtime and process series (go_*, process_*). Serve it with
+// [Node.MetricsHandler], or pass [Node.Registerer] to httpfilter so that
+// its series sit beside the node's. One registry holds one node's series:
+// New refuses a second node on it, and says to wrap it per node with
+// prometheus.WrapRegistererWith(prometheus.Labels{"node": name}, reg)
+// (with [Config.Gatherer] set to reg). The series are named peerlimit_*: decisions by result, sampled
 // decision latency, sync calls by result and their latency, batch sizes,
 // sync bytes, keys cached, windows owned, members, evictions, expirations,
 // rejected inbound batches and store health. Logs go to [Config.Logger], a

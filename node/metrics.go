@@ -1,8 +1,28 @@
 package node
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
+
+// RegisterRuntimeMetrics registers the Go runtime and process collectors
+// (go_*, process_*) with reg. New does it on the registry it creates when
+// Config.Registry is nil; call it on a registry of your own that lacks
+// them. A *prometheus.Registry from prometheus.NewRegistry has neither;
+// prometheus.DefaultRegisterer has both already, and registering them twice
+// is an error.
+func RegisterRuntimeMetrics(reg prometheus.Registerer) error {
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return fmt.Errorf("node: register Go collector: %w", err)
+	}
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return fmt.Errorf("node: register process collector: %w", err)
+	}
+	return nil
+}
 
 // metrics are the node's Prometheus series, on its own registry.
 type metrics struct {
@@ -20,7 +40,10 @@ type metrics struct {
 	pendingSeconds    prometheus.Observer
 }
 
-func newMetrics(reg *prometheus.Registry, n *Node) *metrics {
+// newMetrics registers the node's series with reg. If one is registered
+// already (another node on the same registry), it unregisters what it
+// registered and says what to do.
+func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	decisions := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "peerlimit_decisions_total", Help: "Rate-limit decisions by result.",
 	}, []string{"result"})
@@ -72,8 +95,20 @@ func newMetrics(reg *prometheus.Registry, n *Node) *metrics {
 	expired := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "peerlimit_expired_total", Help: "Counter series removed after their last window.",
 	}, func() float64 { return float64(n.engine.Table().Stats().Expired) })
-	reg.MustRegister(decisions, syncCalls, decisionSeconds, syncSeconds, batchReports, syncBytes,
-		inboundRejected, members, storeDown, pending, pendingSeconds, keys, owned, evicted, expired)
+	all := []prometheus.Collector{decisions, syncCalls, decisionSeconds, syncSeconds, batchReports, syncBytes,
+		inboundRejected, members, storeDown, pending, pendingSeconds, keys, owned, evicted, expired}
+	for i, c := range all {
+		if err := reg.Register(c); err != nil {
+			for _, done := range all[:i] {
+				reg.Unregister(done)
+			}
+			if are := (prometheus.AlreadyRegisteredError{}); errors.As(err, &are) {
+				return nil, fmt.Errorf("node: Config.Registry already holds the peerlimit_* series (another node on the same registry?): "+
+					"leave Config.Registry nil to give each node its own, or pass prometheus.WrapRegistererWith(prometheus.Labels{\"node\": name}, registry) to each: %w", err)
+			}
+			return nil, fmt.Errorf("node: register metrics: %w", err)
+		}
+	}
 	return &metrics{
 		allowed:         decisions.WithLabelValues("allowed"),
 		denied:          decisions.WithLabelValues("denied"),
@@ -89,5 +124,5 @@ func newMetrics(reg *prometheus.Registry, n *Node) *metrics {
 		pending:         pending.WithLabelValues("waited"),
 		pendingAdmitted: pending.WithLabelValues("admitted"),
 		pendingSeconds:  pendingSeconds,
-	}
+	}, nil
 }

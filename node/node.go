@@ -69,11 +69,13 @@ type peer struct {
 }
 
 // New validates cfg and builds a node. It opens no socket and starts no
-// goroutine.
+// goroutine. It registers the node's metrics with Config.Registry, and
+// fails if that registry holds another node's already.
 func New(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	ownRegistry := registerer(cfg.Registry) == nil
 	cfg = cfg.withDefaults()
 	central := ""
 	if cfg.Store != nil {
@@ -106,7 +108,14 @@ func New(cfg Config) (*Node, error) {
 
 		roundDone: make(chan struct{}),
 	}
-	n.m = newMetrics(cfg.Registry, n)
+	if ownRegistry {
+		if err := RegisterRuntimeMetrics(cfg.Registry); err != nil {
+			return nil, err
+		}
+	}
+	if n.m, err = newMetrics(cfg.Registry, n); err != nil {
+		return nil, err
+	}
 	return n, nil
 }
 
@@ -116,13 +125,28 @@ func (n *Node) Engine() *Engine { return n.engine }
 // Name returns the node's member name.
 func (n *Node) Name() string { return n.cfg.Name }
 
-// Registry returns the node's metrics registry.
-func (n *Node) Registry() *prometheus.Registry { return n.cfg.Registry }
+// Registry returns the *prometheus.Registry the node's metrics are
+// registered with: the one it created (Config.Registry nil), or
+// Config.Registry if that is one. It is nil when Config.Registry is another
+// prometheus.Registerer: use Registerer and Gatherer then.
+func (n *Node) Registry() *prometheus.Registry {
+	r, _ := n.cfg.Registry.(*prometheus.Registry)
+	return r
+}
+
+// Registerer returns what the node's metrics are registered with
+// (Config.Registry, or the registry the node created), for other series
+// to join them (httpfilter.WithRegistry).
+func (n *Node) Registerer() prometheus.Registerer { return n.cfg.Registry }
+
+// Gatherer returns what MetricsHandler serves.
+func (n *Node) Gatherer() prometheus.Gatherer { return n.cfg.Gatherer }
 
 // MetricsHandler serves the node's metrics in the Prometheus format; mount
-// it at /metrics.
+// it at /metrics. It serves Config.Gatherer: by default the node's own
+// registry, with the peerlimit_*, go_* and process_* series.
 func (n *Node) MetricsHandler() http.Handler {
-	return promhttp.HandlerFor(n.cfg.Registry, promhttp.HandlerOpts{Registry: n.cfg.Registry})
+	return promhttp.HandlerFor(n.cfg.Gatherer, promhttp.HandlerOpts{Registry: n.cfg.Registry})
 }
 
 // GRPCAddr returns the address the peer server listens on (after Start).
