@@ -81,8 +81,8 @@ type Config struct {
 
 	// BindAddr is the IP address the gossip listeners (UDP and TCP, same
 	// port) bind to. Default "0.0.0.0" (every interface), as memberlist's
-	// own default; the address advertised is then the host's first private
-	// IPv4 address unless AdvertiseAddr says otherwise. "127.0.0.1" keeps a
+	// own default; the address advertised is then the host's private
+	// address unless AdvertiseAddr says otherwise. "127.0.0.1" keeps a
 	// node on its host (tests, a local demo): no other host can join it.
 	// Ignored when Transport is set.
 	BindAddr string
@@ -96,9 +96,10 @@ type Config struct {
 
 	// AdvertiseAddr is the IP address other nodes use to reach this one.
 	// Default "" means the address the transport is bound to, or, bound to
-	// 0.0.0.0, the host's first private IPv4 address (Start fails if there
-	// is none); set it on a host with several private networks or behind
-	// NAT.
+	// 0.0.0.0, the host's private address (memberlist's rule: the first
+	// RFC 6890 private address on an interface with a default route;
+	// Start fails with [ErrNoAdvertiseAddr] if there is none); set it on a
+	// host with several private networks or behind NAT.
 	AdvertiseAddr string
 
 	// AdvertisePort is the port other nodes use to reach this one, used

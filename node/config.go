@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/peerlimit/peerlimit/counters"
@@ -18,6 +19,13 @@ import (
 // ProtoVersion is the peer protocol version this node speaks, published in
 // its gossip metadata.
 const ProtoVersion = 1
+
+// DefaultGRPCPort is the peer gRPC port of [DefaultConfig], next to
+// gossip's 7946 ([gossip.DefaultPort]).
+const DefaultGRPCPort = 7947
+
+// DefaultCloseTimeout is the default of Config.CloseTimeout.
+const DefaultCloseTimeout = 5 * time.Second
 
 // Store is a central place to sum counts instead of peer owners (Redis, in
 // seed 000's design). When Config.Store is set, every interval the node sends
@@ -62,14 +70,43 @@ type Config struct {
 	// such a request is denied with a RetryAfter of one sync interval.
 	PendingWait time.Duration
 
-	// Gossip configures membership (bind address, seeds, encryption key,
-	// label, timing profile). Name and GRPCAddr are filled in by the node.
+	// Addr is the IP address other instances reach this node at, for
+	// gossip and for gRPC alike: both listen on it (unless Gossip.BindAddr
+	// or GRPCAddr's host says otherwise) and both are published at it.
+	// Default "": listen on every interface and publish the host's
+	// private address (memberlist's rule: the first RFC 6890 private
+	// address on an interface with a default route; Start fails if there
+	// is none) — right on a host with one private network, such as a
+	// container or a VM. Set it on a host with several. LocalConfig sets
+	// "127.0.0.1", which keeps a node on its host. It must be an IP
+	// address, not 0.0.0.0.
+	Addr string
+
+	// Gossip configures membership (seeds, encryption key, label, timing
+	// profile, ports). Name and GRPCAddr are filled in by the node. An
+	// empty Gossip.BindAddr means Addr (every interface when Addr is
+	// empty); set it, with Gossip.AdvertiseAddr, only for special cases
+	// such as NAT. DefaultConfig's Gossip.BindPort is 7946; 0 lets the OS
+	// choose (LocalConfig). Gossip.JoinTimeout makes Start fail when no
+	// seed answers in time. Gossip.Logger defaults to Logger.
 	Gossip gossip.Config
 
-	// GRPCAddr is where the peer gRPC server listens. Default
-	// "127.0.0.1:0" (an OS-chosen port, published through gossip). Ignored
-	// when GRPCListener is set.
+	// GRPCAddr is where the peer gRPC server listens, "host:port". An empty
+	// host means Addr (every interface when Addr is empty). Default
+	// ":7947" (DefaultGRPCPort), a fixed port that firewall rules can name;
+	// ":0" lets the OS choose (LocalConfig), which suits several nodes on
+	// one host. The port peers dial is published through gossip, with the
+	// host peers reach gossip at when the listener is on every interface.
+	// Start refuses a loopback host while gossip is published at a
+	// routable address (gossip.ErrUnreachableGRPCAddr): peers on other
+	// hosts would join and then fail every sync call. Ignored when
+	// GRPCListener is set.
 	GRPCAddr string
+	// GRPCAdvertiseAddr is the "host:port" peers dial to reach the gRPC
+	// server, when it is not where the server listens (NAT, a port
+	// mapping). An empty host means the gossip address. Default "": the
+	// listener's own address, under the rule of GRPCAddr.
+	GRPCAdvertiseAddr string
 	// GRPCListener, if set, is used instead of listening on GRPCAddr.
 	GRPCListener net.Listener
 
@@ -129,33 +166,58 @@ type Config struct {
 	// registers into.
 	Gatherer prometheus.Gatherer
 
-	// Logger receives structured logs. Default: discard.
+	// Logger receives structured logs. Default nil means slog.Default().
+	// The node warns (at most once a minute per cause) about what an
+	// operator must fix: a name conflict, seeds that do not answer, peers
+	// whose sync calls keep failing, a store that cannot be reached. Pass
+	// slog.New(slog.DiscardHandler) to silence it.
 	Logger *slog.Logger
+
+	// CloseTimeout bounds Close: the final flush, the hand-off of every
+	// window to its next owner, the gossip leave and the gRPC shutdown.
+	// Close ignores the cancellation of the context it is given, so a
+	// context that is already cancelled at shutdown (the one from
+	// signal.NotifyContext) still lets the counts reach their owners; a
+	// deadline on it that is earlier than CloseTimeout, and not yet past,
+	// shortens the bound. Default 5 s (DefaultCloseTimeout): a flush takes
+	// one CallTimeout at most, the leave a few gossip intervals. Longer
+	// waits out slower owners; shorter exits sooner, and counts that did
+	// not reach their owner are lost (at most one sync interval's worth).
+	CloseTimeout time.Duration
 
 	// Clock returns the current time. Default time.Now.
 	Clock func() time.Time
 }
 
-// DefaultConfig returns a Config with every default filled in except Name.
+// DefaultConfig returns a Config with every default filled in except Name:
+// gossip on port 7946 and gRPC on port 7947, both on every interface and
+// published at the host's private address, so that instances on different
+// hosts form one cluster once Gossip.Seeds names one of them.
 func DefaultConfig() Config {
 	g := gossip.DefaultConfig()
-	g.BindAddr, g.BindPort = "127.0.0.1", 0 // the node's defaults: one host, OS-chosen ports
+	g.BindAddr = "" // Addr
 	return Config{
 		Policy:          PolicyLease,
 		SyncInterval:    200 * time.Millisecond,
 		Gossip:          g,
-		GRPCAddr:        "127.0.0.1:0",
+		GRPCAddr:        ":" + strconv.Itoa(DefaultGRPCPort),
 		MaxMessageBytes: 16 << 20,
 		Table:           counters.DefaultConfig(),
 		Ring:            ring.DefaultConfig(),
+		CloseTimeout:    DefaultCloseTimeout,
 	}
 }
 
-// LocalConfig is DefaultConfig with the fast local gossip profile (a crash
-// noticed in about a second), for tests and the demo.
+// LocalConfig is DefaultConfig on 127.0.0.1 with OS-chosen ports and the
+// fast local gossip profile (a crash noticed in about a second), for tests
+// and the demo: several nodes run on one host, and no other host can join
+// them.
 func LocalConfig(name string) Config {
 	c := DefaultConfig()
 	c.Name = name
+	c.Addr = "127.0.0.1"
+	c.Gossip.BindPort = 0
+	c.GRPCAddr = ":0"
 	c.Gossip.Profile = gossip.ProfileLocal
 	return c
 }
@@ -171,14 +233,38 @@ func (c Config) Validate() error {
 		return fmt.Errorf("node: Config.CallTimeout must be >= 0, got %v", c.CallTimeout)
 	case c.MaxMessageBytes < 0:
 		return fmt.Errorf("node: Config.MaxMessageBytes must be >= 0, got %d", c.MaxMessageBytes)
+	case c.CloseTimeout < 0:
+		return fmt.Errorf("node: Config.CloseTimeout must be >= 0, got %v", c.CloseTimeout)
 	}
-	if _, err := ParsePolicy(string(c.Policy)); err != nil {
-		return fmt.Errorf("node: Config.Policy: %w", err)
+	if c.Addr != "" {
+		ip := net.ParseIP(c.Addr)
+		switch {
+		case ip == nil:
+			return fmt.Errorf("node: Config.Addr must be an IP address, got %q", c.Addr)
+		case ip.IsUnspecified():
+			return fmt.Errorf("node: Config.Addr %s is not an address peers can reach: leave it empty to listen on every interface and publish the host's private address", c.Addr)
+		}
+	}
+	if c.GRPCAddr != "" && c.GRPCListener == nil {
+		if _, port, err := net.SplitHostPort(c.GRPCAddr); err != nil {
+			return fmt.Errorf("node: Config.GRPCAddr %q: want host:port (\":7947\" listens on Addr): %v", c.GRPCAddr, err)
+		} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+			return fmt.Errorf("node: Config.GRPCAddr %q: bad port %q", c.GRPCAddr, port)
+		}
+	}
+	if c.GRPCAdvertiseAddr != "" {
+		_, port, err := net.SplitHostPort(c.GRPCAdvertiseAddr)
+		if p, perr := strconv.Atoi(port); err != nil || perr != nil || p < 1 || p > 65535 {
+			return fmt.Errorf("node: Config.GRPCAdvertiseAddr %q: want host:port with a port in 1-65535", c.GRPCAdvertiseAddr)
+		}
 	}
 	if reg := registerer(c.Registry); reg == nil && c.Gatherer != nil {
 		return fmt.Errorf("node: Config.Gatherer is set but Config.Registry is not: set Registry to the Registerer whose series Gatherer serves")
 	} else if _, ok := reg.(prometheus.Gatherer); reg != nil && c.Gatherer == nil && !ok {
 		return fmt.Errorf("node: Config.Registry (%T) is not a prometheus.Gatherer: set Config.Gatherer to the registry it registers into, so that MetricsHandler can serve it", reg)
+	}
+	if _, err := ParsePolicy(string(c.Policy)); err != nil {
+		return fmt.Errorf("node: Config.Policy: %w", err)
 	}
 	return nil
 }
@@ -200,6 +286,9 @@ func (c Config) withDefaults() Config {
 	if c.GRPCAddr == "" {
 		c.GRPCAddr = d.GRPCAddr
 	}
+	if c.CloseTimeout == 0 {
+		c.CloseTimeout = d.CloseTimeout
+	}
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = d.MaxMessageBytes
 	}
@@ -217,7 +306,7 @@ func (c Config) withDefaults() Config {
 		c.Gatherer, _ = c.Registry.(prometheus.Gatherer)
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = slog.Default()
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
@@ -231,4 +320,39 @@ func registerer(r prometheus.Registerer) prometheus.Registerer {
 		return nil
 	}
 	return r
+}
+
+// listenAddr is where the gRPC server listens: GRPCAddr, its empty host
+// replaced by Addr (or left empty, every interface, when Addr is).
+func (c Config) listenAddr() string {
+	host, port, err := net.SplitHostPort(c.GRPCAddr)
+	if err != nil || host != "" {
+		return c.GRPCAddr
+	}
+	return net.JoinHostPort(c.Addr, port)
+}
+
+// gossipConfig is Config.Gossip with what the node derives filled in: the
+// name, the bind and advertise addresses from Addr, the published gRPC
+// address and the logger.
+func (c Config) gossipConfig(grpcAddr string) gossip.Config {
+	gc := c.Gossip
+	gc.Name = c.Name
+	gc.GRPCAddr = grpcAddr
+	gc.Proto = ProtoVersion
+	if gc.Transport == nil {
+		if gc.BindAddr == "" {
+			gc.BindAddr = c.Addr
+		}
+		if gc.BindAddr == "" {
+			gc.BindAddr = "0.0.0.0"
+		}
+		if gc.AdvertiseAddr == "" && c.Addr != "" {
+			gc.AdvertiseAddr = c.Addr
+		}
+	}
+	if gc.Logger == nil {
+		gc.Logger = c.Logger
+	}
+	return gc
 }

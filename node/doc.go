@@ -21,16 +21,51 @@
 //
 //   - [New] validates a [Config] (start from [DefaultConfig], or
 //     [LocalConfig] for tests and demos) and builds the node. It opens no
-//     socket and starts no goroutine.
+//     socket and starts no goroutine. It registers the node's metrics.
 //   - [Node.Start] listens for peers, joins the cluster through
-//     Config.Gossip.Seeds and starts the sync loop.
+//     Config.Gossip.Seeds and starts the sync loop. Its context bounds
+//     Start alone (the initial join); cancelling it later does not stop
+//     the node.
 //   - [Node.Close] flushes the node's unreported counts to their owners,
 //     hands every window to the owner it will have without this node, leaves
-//     the cluster gracefully and stops everything. ([Node.Kill] stops it as
-//     a crash would, for tests and fault injection.)
+//     the cluster gracefully and stops everything, within
+//     [Config.CloseTimeout] (5 s) even when the context it is given is
+//     already cancelled. ([Node.Kill] stops it as a crash would, for tests
+//     and fault injection.)
+//
+// Decisions are made between Start and Close only: before, [Node.Take]
+// returns [ErrNotStarted]; after, or after a failed Start, [ErrClosed].
 //
 // A Node's methods are safe for concurrent use. Nothing in the package is
 // global: no registry, logger or clock, so many nodes run in one process.
+//
+// # Addresses
+//
+// Peers reach a node at two addresses: gossip (memberlist, UDP and TCP,
+// port 7946 by default) and gRPC (the sync calls, port 7947). Both listen
+// on [Config.Addr] and are published at it; left empty, as in
+// DefaultConfig, both listen on every interface and are published at the
+// host's private address, so that instances on different hosts form one
+// cluster with nothing set but Config.Gossip.Seeds. Config.Gossip.BindAddr,
+// Config.Gossip.AdvertiseAddr, [Config.GRPCAddr] and
+// [Config.GRPCAdvertiseAddr] remain for special cases (NAT, port
+// mappings). [Node.Members] shows what every member publishes.
+//
+// # Mistakes it refuses or reports
+//
+// What would make a cluster that only looks healthy is refused with an
+// error that says what to change: by New, a field out of range (naming
+// it) or a metrics registry that already holds another node's series; by
+// Start, another live node with the same name met while joining
+// ([ErrNameConflict]), a loopback gRPC address published beside a
+// routable gossip address ([ErrUnreachableGRPCAddr]), and, with
+// Config.Gossip.JoinTimeout, seeds of which none answers ([ErrNoSeed]).
+// What can only show later — a name taken once the node runs, a node
+// alone because its seeds do not answer, a peer whose sync calls keep
+// failing, a store that cannot be reached — is logged at Warn (once a
+// minute per cause), counted in the peerlimit_health_problem gauge, and
+// reported by [Node.Health] and by the standard gRPC health service on the
+// peer port (NOT_SERVING), for a probe to read.
 //
 // # Engine
 //
@@ -71,12 +106,13 @@
 // its series sit beside the node's. One registry holds one node's series:
 // New refuses a second node on it, and says to wrap it per node with
 // prometheus.WrapRegistererWith(prometheus.Labels{"node": name}, reg)
-// (with [Config.Gatherer] set to reg). The series are named peerlimit_*: decisions by result, sampled
-// decision latency, sync calls by result and their latency, batch sizes,
-// sync bytes, keys cached, windows owned, members, evictions, expirations,
-// rejected inbound batches and store health. Logs go to [Config.Logger], a
-// *slog.Logger (default: discarded); the node's own lines carry its name
-// (node=NAME).
+// (with [Config.Gatherer] set to reg). The series are named peerlimit_*:
+// decisions by result, sampled decision latency, sync calls by result and
+// their latency, batch sizes, sync bytes, keys cached, windows owned,
+// members, evictions, expirations, rejected inbound batches, store health,
+// health problems and name conflicts. Logs go to [Config.Logger], a
+// *slog.Logger (default: slog.Default()); the node's own lines carry its
+// name (node=NAME).
 //
 // Peer traffic can be encrypted: gossip with Config.Gossip's keys and
 // cluster label, gRPC with [Config.ServerTLS] and [Config.ClientTLS]. Every
@@ -84,5 +120,6 @@
 // ([ErrBadBatch]) and counted.
 //
 // Example (in example_test.go) embeds a node, decides four requests against
-// a limit of three, and closes it.
+// a limit of three, and closes it; Example_multiHost is the configuration
+// of a cluster across hosts.
 package node

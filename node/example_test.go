@@ -3,6 +3,11 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/peerlimit/peerlimit/counters"
@@ -35,4 +40,38 @@ func Example() {
 	// true 1
 	// true 0
 	// false 0
+}
+
+// A service on several hosts. DefaultConfig listens on every interface
+// (gossip 7946, gRPC 7947) and publishes the host's private address, so
+// naming one seed is enough; set cfg.Addr on a host with several networks.
+// Set cfg.Gossip.JoinTimeout on instances that must not run alone (Start
+// then fails when no seed answers in time).
+func Example_multiHost() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	host, _ := os.Hostname()
+	cfg := node.DefaultConfig()
+	cfg.Name = host                                               // unique per instance: Start refuses a taken name
+	cfg.Gossip.Seeds = []string{"10.0.0.5:7946", "10.0.0.6:7946"} // this host's own address may be listed
+	n, err := node.New(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := n.Start(ctx); err != nil {
+		log.Fatal(err) // says what to change: a taken name, unreachable seeds, a loopback gRPC address
+	}
+	defer n.Close(ctx) // flushes and leaves even though ctx is cancelled by then
+
+	http.Handle("GET /metrics", n.MetricsHandler()) // peerlimit_*, go_*, process_*
+	http.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := n.Health(); err != nil { // a name conflict, no seed, an unreachable peer...
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		}
+	})
+	srv := &http.Server{Addr: ":8080", ReadHeaderTimeout: 5 * time.Second}
+	go srv.ListenAndServe()
+	<-ctx.Done()
+	srv.Shutdown(context.Background())
 }

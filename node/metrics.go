@@ -38,6 +38,8 @@ type metrics struct {
 	pending           prometheus.Counter
 	pendingAdmitted   prometheus.Counter
 	pendingSeconds    prometheus.Observer
+	problems          *prometheus.GaugeVec   // by problem, 0 or 1
+	conflicts         *prometheus.CounterVec // by whose
 }
 
 // newMetrics registers the node's series with reg. If one is registered
@@ -95,8 +97,21 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	expired := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "peerlimit_expired_total", Help: "Counter series removed after their last window.",
 	}, func() float64 { return float64(n.engine.Table().Stats().Expired) })
+	problems := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "peerlimit_health_problem",
+		Help: "1 while the node has this problem (name_conflict, no_seed, peer_unreachable, store_unreachable); see Node.Health.",
+	}, []string{"problem"})
+	for _, p := range healthProblems {
+		problems.WithLabelValues(p.label)
+	}
+	conflicts := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "peerlimit_name_conflicts_total",
+		Help: "Names claimed by two live nodes, as gossip saw them: this node's own name (whose=self) or another member's (whose=other).",
+	}, []string{"whose"})
+	conflicts.WithLabelValues("self")
+	conflicts.WithLabelValues("other")
 	all := []prometheus.Collector{decisions, syncCalls, decisionSeconds, syncSeconds, batchReports, syncBytes,
-		inboundRejected, members, storeDown, pending, pendingSeconds, keys, owned, evicted, expired}
+		inboundRejected, members, storeDown, pending, pendingSeconds, keys, owned, evicted, expired, problems, conflicts}
 	for i, c := range all {
 		if err := reg.Register(c); err != nil {
 			for _, done := range all[:i] {
@@ -124,5 +139,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 		pending:         pending.WithLabelValues("waited"),
 		pendingAdmitted: pending.WithLabelValues("admitted"),
 		pendingSeconds:  pendingSeconds,
+		problems:        problems,
+		conflicts:       conflicts,
 	}, nil
 }

@@ -27,12 +27,21 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// Lifecycle states of a Node.
+const (
+	stateNew int32 = iota
+	stateRunning
+	stateClosed
+)
+
 // Node is one instance of a peerlimit cluster, embedded in a service: it
 // decides requests from local memory and, in the background, gossips
 // membership and syncs counts with the owners of its keys.
 //
-// Lifecycle: New (starts nothing), Start, then Close. All methods are safe
-// for concurrent use. The zero value is not usable.
+// Lifecycle: New (starts nothing), Start, then Close. A Node decides
+// requests only between Start and Close: before, Take returns
+// ErrNotStarted, after (or after a failed Start), ErrClosed. All methods
+// are safe for concurrent use. The zero value is not usable.
 type Node struct {
 	cfg    Config
 	log    *slog.Logger
@@ -54,12 +63,19 @@ type Node struct {
 	syncCalls atomic.Uint64
 	syncBytes atomic.Uint64
 
-	state    atomic.Int32 // 0 new, 1 started, 2 closed
+	state    atomic.Int32 // stateNew, stateRunning, stateClosed
 	stop     chan struct{}
 	kick     chan struct{} // a sync is wanted now (one slot: kicks coalesce)
 	lastKick atomic.Int64  // Unix ns of the last kick, to rate-limit them
 	loopsWG  sync.WaitGroup
-	closeMu  sync.Mutex
+	lifeMu   sync.Mutex // serialises Start, Close and Kill
+
+	warn    *logEvery
+	failMu  sync.Mutex
+	failing map[string]failStreak // by owner: sync calls failing since
+
+	healthMu     sync.Mutex // serialises checkHealth
+	lastProblems string     // problem labels at the last checkHealth
 }
 
 type peer struct {
@@ -107,6 +123,8 @@ func New(cfg Config) (*Node, error) {
 		kick:   make(chan struct{}, 1),
 
 		roundDone: make(chan struct{}),
+		warn:      newLogEvery(warnInterval),
+		failing:   map[string]failStreak{},
 	}
 	if ownRegistry {
 		if err := RegisterRuntimeMetrics(cfg.Registry); err != nil {
@@ -149,7 +167,20 @@ func (n *Node) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(n.cfg.Gatherer, promhttp.HandlerOpts{Registry: n.cfg.Registry})
 }
 
-// GRPCAddr returns the address the peer server listens on (after Start).
+// Members returns a copy of the node's current view of the cluster, itself
+// included, sorted by name: each member's name, gossip address, published
+// gRPC address and protocol version. Members speaking another protocol
+// version are listed but own no keys. Nil before Start.
+func (n *Node) Members() []gossip.Member {
+	if n.state.Load() == stateNew || n.gossip == nil { // nil: Start failed early
+		return nil
+	}
+	return n.gossip.Members()
+}
+
+// GRPCAddr returns the address the peer server listens on (after Start):
+// the listener's, such as "[::]:7947" on every interface. The address
+// peers dial is in Members.
 func (n *Node) GRPCAddr() string {
 	if n.lis == nil {
 		return ""
@@ -176,7 +207,17 @@ func (n *Node) Gossip() *gossip.Gossip { return n.gossip }
 // sync, which it asks for at once, at most Config.PendingWait and never
 // past ctx; it is then decided again. A pending decision that the wait does
 // not settle is a denial whose RetryAfter is one sync interval.
+//
+// Before Start it returns ErrNotStarted, after Close (or Kill, or a failed
+// Start) ErrClosed, and an empty, denying Decision: a node that is not in
+// its cluster cannot decide for it.
 func (n *Node) Take(ctx context.Context, limits []counters.Limit, cost int64) (counters.Decision, error) {
+	switch n.state.Load() {
+	case stateNew:
+		return counters.Decision{}, ErrNotStarted
+	case stateClosed:
+		return counters.Decision{}, ErrClosed
+	}
 	sample := n.decisions.Add(1)%64 == 0
 	var start time.Time
 	if sample {
@@ -211,7 +252,7 @@ func (n *Node) waitPending(ctx context.Context, limits []counters.Limit, cost in
 	start := time.Now()
 	defer func() { n.m.pendingSeconds.Observe(time.Since(start).Seconds()) }()
 	var timeout <-chan time.Time
-	if n.cfg.PendingWait > 0 && n.state.Load() == 1 {
+	if n.cfg.PendingWait > 0 && n.state.Load() == stateRunning {
 		// Waiting: the request is decided again after each sync round.
 		t := time.NewTimer(n.cfg.PendingWait)
 		defer t.Stop()
@@ -301,16 +342,49 @@ func (n *Node) Wait(ctx context.Context, limits ...counters.Limit) error {
 }
 
 // Start listens for peers, joins the cluster and starts the sync loop.
+//
+// ctx bounds Start only — listening, the initial join and, with
+// Config.Gossip.JoinTimeout, the wait for a seed. Cancelling it after Start
+// has returned does nothing: the node runs until Close (or Kill).
+//
+// Start refuses, with an error that says what to change, what would make a
+// cluster that only looks healthy: another live node with this node's name
+// met while joining (ErrNameConflict), a loopback gRPC address beside a
+// routable gossip address (ErrUnreachableGRPCAddr), and, with
+// Config.Gossip.JoinTimeout, seeds of which none answers (ErrNoSeed). A
+// Node whose Start failed is closed; build a new one.
 func (n *Node) Start(ctx context.Context) error {
-	if !n.state.CompareAndSwap(0, 1) {
-		return errors.New("node: already started or closed")
+	n.lifeMu.Lock()
+	defer n.lifeMu.Unlock()
+	switch n.state.Load() {
+	case stateRunning:
+		return errors.New("node: already started")
+	case stateClosed:
+		return ErrClosed
 	}
+	if err := n.start(ctx); err != nil {
+		n.state.Store(stateClosed)
+		return err
+	}
+	n.state.Store(stateRunning)
+	n.checkHealth()
+	n.loopsWG.Add(1)
+	go n.syncLoop()
+	n.log.Info("node started", "grpc", n.gossip.LocalMember().GRPCAddr, "gossip", n.gossip.LocalMember().Addr,
+		"grpc_listen", n.lis.Addr().String(), "policy", n.cfg.Policy)
+	return nil
+}
+
+// start is Start's work: the gRPC server, then gossip. On error it leaves
+// nothing running.
+func (n *Node) start(ctx context.Context) error {
 	lis := n.cfg.GRPCListener
 	if lis == nil {
+		addr := n.cfg.listenAddr()
 		var err error
-		lis, err = net.Listen("tcp", n.cfg.GRPCAddr)
+		lis, err = net.Listen("tcp", addr)
 		if err != nil {
-			return fmt.Errorf("node: listen %s: %w", n.cfg.GRPCAddr, err)
+			return fmt.Errorf("node: listen for gRPC on %s (Config.GRPCAddr %q): %w", addr, n.cfg.GRPCAddr, err)
 		}
 	}
 	n.lis = lis
@@ -333,14 +407,13 @@ func (n *Node) Start(ctx context.Context) error {
 		}
 	}()
 
-	gc := n.cfg.Gossip
-	gc.Name = n.cfg.Name
-	gc.GRPCAddr = lis.Addr().String()
-	gc.Proto = ProtoVersion
-	if gc.Logger == nil {
-		gc.Logger = n.cfg.Logger
+	published := n.cfg.GRPCAdvertiseAddr
+	if published == "" {
+		published = lis.Addr().String() // an unspecified host takes the gossip address
 	}
+	gc := n.cfg.gossipConfig(published)
 	gc.OnMembers = n.onMembers
+	gc.OnConflict = n.onConflict
 	g, err := gossip.New(gc)
 	if err != nil {
 		n.grpcServer.Stop()
@@ -349,11 +422,14 @@ func (n *Node) Start(ctx context.Context) error {
 	n.gossip = g
 	if err := g.Start(ctx); err != nil {
 		n.grpcServer.Stop()
+		switch {
+		case errors.Is(err, gossip.ErrUnreachableGRPCAddr):
+			return fmt.Errorf("node: %w; in node.Config: leave GRPCAddr's host empty (it then listens on Addr), or set GRPCAdvertiseAddr", err)
+		case errors.Is(err, gossip.ErrNoAdvertiseAddr):
+			return fmt.Errorf("node: %w; in node.Config: set Addr to the address other hosts reach this one at", err)
+		}
 		return fmt.Errorf("node: %w", err)
 	}
-	n.loopsWG.Add(1)
-	go n.syncLoop()
-	n.log.Info("node started", "grpc", gc.GRPCAddr, "gossip", g.LocalMember().Addr, "policy", n.cfg.Policy)
 	return nil
 }
 
@@ -372,6 +448,7 @@ func (n *Node) onMembers(ms []gossip.Member) {
 	}
 	n.engine.SetMembers(n.cfg.Clock(), names)
 	n.m.members.Set(float64(len(names)))
+	n.forgetFailures(addrs)
 	n.peersMu.Lock()
 	for name, p := range n.peers {
 		if addrs[name] != p.addr { // gone, or moved
@@ -438,6 +515,7 @@ func (n *Node) syncLoop() {
 		n.endRound()
 		if i%sweepEvery == 0 {
 			n.engine.Sweep(n.cfg.Clock())
+			n.checkHealth()
 		}
 	}
 }
@@ -479,10 +557,12 @@ func (n *Node) send(ctx context.Context, b *Batch) {
 	if err != nil {
 		n.m.syncError.Inc()
 		n.log.Debug("sync call failed", "owner", b.Owner, "reports", len(b.Req.Reports), "err", err)
+		n.noteSync(b.Owner, err)
 		n.storeHealth(err)
 		return
 	}
 	n.m.syncOK.Inc()
+	n.noteSync(b.Owner, nil)
 	n.storeHealth(nil)
 }
 
@@ -530,15 +610,29 @@ func (n *Node) storeHealth(err error) {
 // SyncStats returns the sync calls sent and their request bytes so far.
 func (n *Node) SyncStats() (calls, bytes uint64) { return n.syncCalls.Load(), n.syncBytes.Load() }
 
-// Close flushes the node's unreported counts to their owners, leaves the
-// cluster gracefully, and stops everything. It waits at most until ctx ends
-// for the flush and the leave.
+// Close flushes the node's unreported counts to their owners, hands every
+// window to the owner it will have without this node, leaves the cluster
+// gracefully, and stops everything. Then Take returns ErrClosed.
+//
+// Close takes at most Config.CloseTimeout (default 5 s), or until ctx's
+// deadline if ctx has one that is earlier and not yet past. It ignores
+// ctx's cancellation: `defer n.Close(ctx)` with a ctx that is cancelled by
+// the time it runs (the one from signal.NotifyContext, at shutdown) still
+// flushes and leaves. Closing a node that is not running only marks it
+// closed.
 func (n *Node) Close(ctx context.Context) error {
-	n.closeMu.Lock()
-	defer n.closeMu.Unlock()
-	if n.state.Swap(2) != 1 {
+	n.lifeMu.Lock()
+	defer n.lifeMu.Unlock()
+	if n.state.Swap(stateClosed) != stateRunning {
 		return nil
 	}
+	bound := n.cfg.CloseTimeout
+	if d, ok := ctx.Deadline(); ok && ctx.Err() == nil {
+		bound = min(bound, time.Until(d))
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+	defer cancel()
+	n.health.Shutdown() // NOT_SERVING from now on
 	close(n.stop)
 	n.loopsWG.Wait()
 	n.SyncOnce(ctx) // flush to the current owners
@@ -554,11 +648,10 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	wg.Wait()
 	var errs []error
-	timeout := time.Second
-	if d, ok := ctx.Deadline(); ok {
-		timeout = max(time.Until(d), 0)
-	}
-	if err := n.gossip.Leave(timeout); err != nil {
+	// What is left of the bound, but never 0, which memberlist takes as
+	// "wait for the broadcast forever".
+	d, _ := ctx.Deadline()
+	if err := n.gossip.Leave(max(time.Until(d), 100*time.Millisecond)); err != nil {
 		errs = append(errs, err)
 	}
 	if err := n.gossip.Shutdown(); err != nil {
@@ -571,9 +664,9 @@ func (n *Node) Close(ctx context.Context) error {
 // Kill stops the node abruptly, as a crash would: no flush, no leave. For
 // tests and the demo's fault injection.
 func (n *Node) Kill() {
-	n.closeMu.Lock()
-	defer n.closeMu.Unlock()
-	if n.state.Swap(2) != 1 {
+	n.lifeMu.Lock()
+	defer n.lifeMu.Unlock()
+	if n.state.Swap(stateClosed) != stateRunning {
 		return
 	}
 	close(n.stop)
