@@ -78,6 +78,7 @@ type Entry struct {
 	cur, prev Slot
 	dead      bool // removed from the table; a Take that sees it retries
 	quiet     bool // moved into cur by the sync (AdvanceCarried), life not yet extended
+	asking    bool // in the table's asking list (a decision was pending)
 
 	lastUsed  atomic.Int64 // Unix ns of the last Take, for eviction
 	expiresAt atomic.Int64 // Unix ns after which the entry is of no use

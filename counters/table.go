@@ -64,6 +64,9 @@ type Table struct {
 
 	share   atomic.Uint64 // members<<32 | index
 	contact atomic.Pointer[ContactFunc]
+
+	askMu   sync.Mutex
+	asking  []*Entry // series with a pending decision since the last TakeAsking
 	evicted atomic.Uint64
 	expired atomic.Uint64
 	lost    atomic.Uint64 // unreported cost dropped with evicted series
@@ -175,6 +178,35 @@ func (t *Table) contactWith(hash uint64, windowStart int64) (carry, fallback boo
 		return true, false
 	}
 	return (*f)(hash, windowStart)
+}
+
+// markAsking records that a locked entry has a pending decision, once until
+// the next TakeAsking.
+func (t *Table) markAsking(e *Entry) {
+	if e.asking {
+		return
+	}
+	e.asking = true
+	t.askMu.Lock()
+	t.asking = append(t.asking, e)
+	t.askMu.Unlock()
+}
+
+// TakeAsking returns the series that had a pending decision since the last
+// call (a request waiting for the owner's answer), and forgets them: a sync
+// asked for at once reports only these, which costs what they are, not
+// what the table holds.
+func (t *Table) TakeAsking() []*Entry {
+	t.askMu.Lock()
+	list := t.asking
+	t.asking = nil
+	t.askMu.Unlock()
+	for _, e := range list {
+		e.mu.Lock()
+		e.asking = false
+		e.mu.Unlock()
+	}
+	return list
 }
 
 // AdvanceCarried moves a series into the window holding now if its current

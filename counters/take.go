@@ -181,6 +181,7 @@ func (t *Table) check(nowNs int64, l *Limit, e *Entry, cost int64, share uint64)
 	reset := time.Duration(e.cur.Start + e.period - nowNs)
 	if !ok {
 		if lease && leasePending(&v) {
+			t.markAsking(e)
 			return false, Decision{Limit: l.Threshold, Reset: reset, Pending: true}
 		}
 		return false, Decision{Limit: l.Threshold, Reset: reset, RetryAfter: e.retryAfter(nowNs, &v)}

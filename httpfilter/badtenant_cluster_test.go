@@ -24,6 +24,7 @@ func TestBadTenantsNeverStopSync(t *testing.T) {
 	var nodes []*node.Node
 	for i := range 3 {
 		cfg := node.LocalConfig(fmt.Sprintf("n%d", i))
+		cfg.Logger = testutil.Logger(t)
 		cfg.SyncInterval = 100 * time.Millisecond
 		for _, n := range nodes {
 			cfg.Gossip.Seeds = append(cfg.Gossip.Seeds, n.GossipAddr())

@@ -90,18 +90,34 @@ func BenchmarkSyncCost(b *testing.B) {
 // request of a key on an instance: each iteration is the first request of
 // a new tenant on one node of a running 3-node cluster (200 ms sync),
 // which waits for the owner's first answer (a sync round it asks for at
-// once). A third of the keys are the node's own.
+// once). A third of the keys are the node's own. back-to-back: first
+// requests one after another, so each waits for the next kicked round (at
+// most one per 10 ms); spaced: 20 ms apart (not timed), so each waits for
+// its own round trip.
 func BenchmarkFirstRequest(b *testing.B) {
 	c := startCluster(b, 3, clusterOpts{policy: PolicyLease, sync: 200 * time.Millisecond})
 	n := c.nodes[0]
 	ctx := context.Background()
 	i := 0
-	b.ReportAllocs()
-	for b.Loop() {
-		i++
-		l := counters.Limit{Tenant: "first-" + strconv.Itoa(i), Endpoint: "/v1/p/*", Method: "GET", Period: time.Hour, Threshold: 1000}
-		if d, err := n.Allow(ctx, l); err != nil || !d.Allowed {
-			b.Fatalf("first request: %+v, %v", d, err)
+	for _, spaced := range []bool{false, true} {
+		name := "back-to-back"
+		if spaced {
+			name = "spaced"
 		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if spaced {
+					b.StopTimer()
+					time.Sleep(20 * time.Millisecond) // shapes the load; nothing waits on it
+					b.StartTimer()
+				}
+				i++
+				l := counters.Limit{Tenant: "first-" + strconv.Itoa(i), Endpoint: "/v1/p/*", Method: "GET", Period: time.Hour, Threshold: 1000}
+				if d, err := n.Allow(ctx, l); err != nil || !d.Allowed {
+					b.Fatalf("first request: %+v, %v", d, err)
+				}
+			}
+		})
 	}
 }

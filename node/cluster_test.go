@@ -52,6 +52,7 @@ func startCluster(t testing.TB, n int, o clusterOpts) *testCluster {
 func (c *testCluster) add(name string, o clusterOpts) *Node {
 	t := c.t
 	cfg := LocalConfig(name)
+	cfg.Logger = testutil.Logger(t)
 	cfg.Policy = o.policy
 	cfg.SyncInterval = o.sync
 	if cfg.SyncInterval == 0 {

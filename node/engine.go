@@ -354,7 +354,22 @@ type ref struct {
 // changed), and merges the windows this member owns itself directly, with no
 // call. Batches are sorted by owner.
 func (e *Engine) Prepare(now time.Time) []*Batch {
-	return e.prepare(now, e.ring.Owner, e.ring.Version(), false)
+	return e.prepare(now, e.ring.Owner, e.ring.Version(), false, true, e.table.Range)
+}
+
+// PrepareAsking builds a sync asked for at once by pending decisions: like
+// Prepare, but only with the series that had a pending decision since the
+// last call (counters.Table.TakeAsking), and with no heartbeat batches. Its
+// cost is what those series are, whatever the table holds.
+func (e *Engine) PrepareAsking(now time.Time) []*Batch {
+	asking := e.table.TakeAsking()
+	return e.prepare(now, e.ring.Owner, e.ring.Version(), false, false, func(fn func(*counters.Entry) bool) {
+		for _, en := range asking {
+			if !fn(en) {
+				return
+			}
+		}
+	})
 }
 
 // Handoff builds the batches a member sends as it leaves gracefully: every
@@ -373,7 +388,7 @@ func (e *Engine) Handoff(now time.Time) []*Batch {
 		return nil
 	}
 	after.Set(others)
-	bs := e.prepare(now, after.Owner, 0, true)
+	bs := e.prepare(now, after.Owner, 0, true, false, e.table.Range)
 	has := map[string]bool{}
 	for _, b := range bs {
 		b.Req.Leaving = true
@@ -388,9 +403,13 @@ func (e *Engine) Handoff(now time.Time) []*Batch {
 	return bs
 }
 
-// prepare builds one batch per owner (as ownerOf says) of the windows to
-// report: the changed ones, or every one with counts when all is set.
-func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epoch uint64, all bool) []*Batch {
+// prepare builds one batch per owner (as ownerOf says) of the windows of
+// the series each yields to report: the changed ones, or every one with
+// counts when all is set. A full round (full set) also sends every other
+// member a batch and says under which membership view it was built; a
+// partial one (the series asking for budget) does neither, since it does
+// not carry every window this member holds a lease in.
+func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epoch uint64, all, full bool, each func(func(*counters.Entry) bool)) []*Batch {
 	nowNs := now.UnixNano()
 	members, index := e.table.Share()
 	// Batches are sized for an even spread of the keys over the owners,
@@ -399,7 +418,7 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 	byOwner := map[string]*Batch{}
 	var local []ref
 	var localReps []counters.Report
-	e.table.Range(func(en *counters.Entry) bool {
+	each(func(en *counters.Entry) bool {
 		owner, ok := e.cfg.Central, true
 		if owner == "" {
 			owner, ok = ownerOf(en.Hash())
@@ -485,7 +504,7 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 	// be: a heartbeat that keeps this member in contact with it as an
 	// owner, and, after a membership change, tells it this member has
 	// nothing else to report.
-	if e.cfg.Central == "" && e.cfg.Policy == PolicyLease && !all {
+	if e.cfg.Central == "" && e.cfg.Policy == PolicyLease && full {
 		for _, m := range e.Members() {
 			if m != e.cfg.Name && byOwner[m] == nil {
 				byOwner[m] = &Batch{Owner: m, Req: &peerpb.SyncRequest{Origin: e.cfg.Name, Incarnation: e.cfg.Incarnation}}
@@ -493,7 +512,10 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 		}
 	}
 	links := *e.links.Load()
-	view := e.view.Load()
+	var view uint64
+	if full {
+		view = e.view.Load()
+	}
 	out := make([]*Batch, 0, len(byOwner))
 	for _, b := range byOwner {
 		b.Req.View = view

@@ -63,12 +63,11 @@ type Node struct {
 	syncCalls atomic.Uint64
 	syncBytes atomic.Uint64
 
-	state    atomic.Int32 // stateNew, stateRunning, stateClosed
-	stop     chan struct{}
-	kick     chan struct{} // a sync is wanted now (one slot: kicks coalesce)
-	lastKick atomic.Int64  // Unix ns of the last kick, to rate-limit them
-	loopsWG  sync.WaitGroup
-	lifeMu   sync.Mutex // serialises Start, Close and Kill
+	state   atomic.Int32 // stateNew, stateRunning, stateClosed
+	stop    chan struct{}
+	kick    chan struct{} // a sync is wanted now (one slot: kicks coalesce)
+	loopsWG sync.WaitGroup
+	lifeMu  sync.Mutex // serialises Start, Close and Kill
 
 	warn    *logEvery
 	failMu  sync.Mutex
@@ -301,16 +300,15 @@ func (n *Node) endRound() {
 }
 
 // kickSync asks the sync loop to run a round now: a channel send that never
-// blocks, at most one per twentieth of the interval (10 ms at the default
-// 200 ms), so that waiting requests get their answer within a round trip or
-// so and yet cannot make the loop spin.
+// blocks (kicks coalesce). A kicked round reports only the series with
+// requests waiting (Engine.PrepareAsking), and the loop runs kicked rounds
+// at least a hundredth of the interval apart (2 ms at the default 200 ms),
+// so that a waiting request gets its answer within a round trip or so and
+// a stream of them cannot make the loop spin.
 func (n *Node) kickSync() {
-	now := time.Now().UnixNano()
-	if last := n.lastKick.Load(); now-last > int64(n.cfg.SyncInterval/200) && n.lastKick.CompareAndSwap(last, now) {
-		select {
-		case n.kick <- struct{}{}:
-		default:
-		}
+	select {
+	case n.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -504,12 +502,30 @@ func (n *Node) syncLoop() {
 	t := time.NewTicker(n.cfg.SyncInterval)
 	defer t.Stop()
 	sweepEvery := max(1, int(time.Second/n.cfg.SyncInterval))
+	var last time.Time // when the last round started
 	for i := 1; ; i++ {
+		kicked := false
 		select {
 		case <-n.stop:
 			return
 		case <-t.C:
 		case <-n.kick:
+			kicked = true
+			if wait := n.cfg.SyncInterval/100 - time.Since(last); wait > 0 {
+				gap := time.NewTimer(wait)
+				select {
+				case <-n.stop:
+					gap.Stop()
+					return
+				case <-gap.C:
+				}
+			}
+		}
+		last = time.Now()
+		if kicked {
+			n.syncAsking()
+			n.endRound()
+			continue
 		}
 		n.SyncOnce(context.Background())
 		n.endRound()
@@ -520,12 +536,21 @@ func (n *Node) syncLoop() {
 	}
 }
 
+// syncAsking runs a sync round asked for by pending decisions: only the
+// series that have requests waiting for their owner (Engine.PrepareAsking).
+func (n *Node) syncAsking() {
+	n.sendAll(context.Background(), n.engine.PrepareAsking(n.cfg.Clock()))
+}
+
 // SyncOnce runs one sync interval: one call per owner (or one to the store)
 // with every changed window, all in parallel, each within CallTimeout. The
 // sync loop calls it every SyncInterval; Close calls it once more to flush.
 func (n *Node) SyncOnce(ctx context.Context) {
-	now := n.cfg.Clock()
-	batches := n.engine.Prepare(now)
+	n.sendAll(ctx, n.engine.Prepare(n.cfg.Clock()))
+}
+
+// sendAll sends batches in parallel and waits for every answer or failure.
+func (n *Node) sendAll(ctx context.Context, batches []*Batch) {
 	var wg sync.WaitGroup
 	for _, b := range batches {
 		wg.Add(1)

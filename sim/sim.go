@@ -552,7 +552,7 @@ func (w *world) tick(in *instance) {
 	if in.leaving > 0 {
 		w.advanceLeave(in)
 	} else if !open {
-		w.startRound(in)
+		w.startRound(in, false)
 		if in.eng != nil {
 			in.eng.Sweep(now)
 		} else {
@@ -563,13 +563,17 @@ func (w *world) tick(in *instance) {
 }
 
 // startRound starts a sync round: one batch per owner (Prepare, whose local
-// merges apply at once), or the central deltas.
-func (w *world) startRound(in *instance) {
+// merges apply at once), or the central deltas; a round asked for by
+// pending decisions (asking) reports only their series, as the node does.
+func (w *world) startRound(in *instance, asking bool) {
 	in.round = in.round[:0]
 	in.kick = false
-	if in.eng != nil {
+	switch {
+	case in.eng != nil && asking:
+		w.sendBatches(in, in.eng.PrepareAsking(in.now()))
+	case in.eng != nil:
 		w.prepareEngine(in, in.now())
-	} else {
+	default:
 		w.prepareCentral(in, in.now())
 	}
 	w.roundProgress(in)
@@ -589,19 +593,19 @@ func (w *world) roundProgress(in *instance) {
 	}
 	w.retryParked(in)
 	if in.kick {
-		w.startRound(in)
+		w.startRound(in, true)
 	}
 }
 
 // kickSync asks for a round at once, as node.Node does for a pending
-// request: rounds asked for come at least a twentieth of the interval
-// apart (a kick within that is deferred, not dropped), and one asked for
-// while a round is open starts when it ends.
+// request: a round of the series asking for budget only, at least a
+// hundredth of the interval after the last one asked for (a kick within
+// that is deferred, not dropped), and after the open round if one is.
 func (w *world) kickSync(in *instance) {
 	if in.eng == nil || in.leaving > 0 || in.kickAt > w.vt {
 		return // a kick is already scheduled
 	}
-	if gap := w.sync / 20; in.lastKick > 0 && w.vt-in.lastKick < gap {
+	if gap := w.sync / 100; in.lastKick > 0 && w.vt-in.lastKick < gap {
 		in.kickAt = in.lastKick + gap
 		w.q.push(&event{at: in.kickAt, kind: evKick, inst: in, gen: in.gen})
 		return
@@ -613,7 +617,7 @@ func (w *world) kickSync(in *instance) {
 			return
 		}
 	}
-	w.startRound(in)
+	w.startRound(in, true)
 }
 
 // retryParked decides the waiting requests again; those still pending ask
@@ -675,7 +679,11 @@ func (w *world) settle(p *parked, d counters.Decision) {
 }
 
 func (w *world) prepareEngine(in *instance, now time.Time) {
-	for _, b := range in.eng.Prepare(now) {
+	w.sendBatches(in, in.eng.Prepare(now))
+}
+
+func (w *world) sendBatches(in *instance, batches []*node.Batch) {
+	for _, b := range batches {
 		f := &flight{inst: in, gen: in.gen, sentAt: w.vt, batch: b}
 		in.round = append(in.round, f)
 		w.send(&message{from: in, to: w.byName[b.Owner], flight: f, req: b.Req})
