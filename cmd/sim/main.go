@@ -6,10 +6,19 @@
 //	go run ./cmd/sim -scenario partition-2-1 -policy all -seed 1 -out /tmp/sim
 //	go run ./cmd/sim -matrix -seed 1
 //	go run ./cmd/sim -scenario speed -policy lease -stats
+//	go run ./cmd/sim -explore 500 -seed 1 -explore-out /tmp/worst
 //
 // -out writes DIR/results.json and the plot DIR/NAME.svg (or .png with
 // -plot png): admitted per window against the limit, one line per policy,
 // with faults marked.
+//
+// -explore N generates N random scenarios from -seed (sim.GenerateScenario),
+// runs each under every policy, and prints the distribution of overshoot,
+// undershoot (plain and against the partition-safe reference), wrongly
+// denied and wrongly admitted requests over all complete windows, the
+// windows where lease did worse than static, and the lease policy's worst
+// scenarios with the file text that reproduces each (or, with -explore-out
+// DIR, writes them to DIR/NAME.txt).
 package main
 
 import (
@@ -44,6 +53,10 @@ func run(args []string, stdout io.Writer) error {
 		matrix = fs.Bool("matrix", false, "run every scenario under every policy and print a markdown table")
 		stats  = fs.Bool("stats", false, "print decisions per second of real time and other run statistics")
 		format = fs.String("plot", "svg", "plot format: svg or png")
+
+		explore      = fs.Int("explore", 0, "generate and run this many random scenarios from -seed and print their distribution")
+		exploreOut   = fs.String("explore-out", "", "with -explore: write the worst scenarios to DIR/NAME.txt instead of printing them")
+		exploreWorst = fs.Int("explore-worst", 3, "with -explore: how many of lease's worst scenarios to keep per metric")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -70,6 +83,11 @@ func run(args []string, stdout io.Writer) error {
 		return nil
 	case *matrix:
 		return runMatrix(stdout, *name, policies, *seed, *stats)
+	case *explore != 0:
+		if *explore < 0 || *exploreWorst < 1 {
+			return errors.New("sim: -explore and -explore-worst must be positive")
+		}
+		return runExplore(stdout, sim.ExploreConfig{Seed: *seed, Scenarios: *explore, Policies: policies, Worst: *exploreWorst}, *exploreOut, *stats)
 	}
 	var sc *sim.Scenario
 	switch {
@@ -216,6 +234,40 @@ func runMatrix(w io.Writer, only string, policies []sim.Policy, seed uint64, sta
 	}
 	if stats {
 		fmt.Fprintf(w, "\n%d decisions in %v: %.0f decisions/s\n", total.Decisions, total.Wall.Round(1e6), total.DecisionsPerSecond())
+	}
+	return nil
+}
+
+// runExplore runs the explorer and prints its summary and the worst
+// scenarios' files (or writes them to dir).
+func runExplore(w io.Writer, cfg sim.ExploreConfig, dir string, stats bool) error {
+	start := time.Now()
+	e, err := sim.Explore(cfg)
+	if err != nil {
+		return err
+	}
+	if err := e.Summary(w); err != nil {
+		return err
+	}
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("sim: %w", err)
+		}
+	}
+	for _, c := range e.WorstCases() {
+		text := e.CaseText(c)
+		if dir == "" {
+			fmt.Fprintf(w, "\n==> %s.txt <==\n%s", c.Name, text)
+			continue
+		}
+		path := filepath.Join(dir, c.Name+".txt")
+		if err := os.WriteFile(path, text, 0o644); err != nil {
+			return fmt.Errorf("sim: %w", err)
+		}
+		fmt.Fprintf(w, "wrote %s\n", path)
+	}
+	if stats {
+		fmt.Fprintf(w, "\n%d scenarios in %v (%v of CPU in the runs)\n", cfg.Scenarios, time.Since(start).Round(time.Millisecond), e.CPU.Round(time.Millisecond))
 	}
 	return nil
 }

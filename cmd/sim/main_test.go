@@ -125,6 +125,52 @@ func TestMatrix(t *testing.T) {
 	}
 }
 
+func TestExplore(t *testing.T) {
+	var out bytes.Buffer
+	if err := run([]string{"-explore", "1", "-seed", "11", "-explore-worst", "1"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, want := range []string{"explored 1 scenarios (generator seed 11", "| lease | all |", "undershoot vs safe", "lease: the worst scenarios per metric", "==> explore-11-0.txt"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	// Each worst scenario's file follows its header, and parses.
+	files := strings.Split(text, "\n==> ")[1:]
+	if len(files) == 0 {
+		t.Fatalf("no scenario file printed:\n%s", text)
+	}
+	for _, f := range files {
+		head, src, _ := strings.Cut(f, " <==\n")
+		if _, err := sim.ParseScenario(strings.TrimSuffix(head, ".txt"), []byte(src)); err != nil {
+			t.Errorf("%s: %v", head, err)
+		}
+	}
+
+	dir := t.TempDir()
+	out.Reset()
+	if err := run([]string{"-explore", "1", "-seed", "11", "-explore-worst", "1", "-explore-out", dir, "-policy", "lease,static"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	paths, err := filepath.Glob(filepath.Join(dir, "explore-11-*.txt"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("-explore-out wrote %v (%v):\n%s", paths, err, out.String())
+	}
+	for _, p := range paths {
+		if !strings.Contains(out.String(), "wrote "+p) {
+			t.Errorf("output does not name %s", p)
+		}
+		var again bytes.Buffer
+		if err := run([]string{"-file", p, "-policy", "lease"}, &again); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	if strings.Contains(out.String(), "| optimistic |") {
+		t.Error("-policy lease,static ran optimistic too")
+	}
+}
+
 func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{},
@@ -133,6 +179,8 @@ func TestBadFlags(t *testing.T) {
 		{"-scenario", "steady", "-plot", "gif"},
 		{"-file", "/does/not/exist"},
 		{"-scenario", "steady", "extra"},
+		{"-explore", "-1"},
+		{"-explore", "2", "-explore-worst", "0"},
 	} {
 		if err := run(args, &bytes.Buffer{}); err == nil {
 			t.Errorf("%q: accepted", args)

@@ -1,0 +1,266 @@
+package sim
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// exploreN runs the explorer over that many scenarios in
+// TestExploreMany, for CI (no bound is checked yet: it prints the
+// distribution and fails only on a generator or simulator error):
+//
+//	go test ./sim -run TestExploreMany -explore 500 -v -timeout 30m
+var exploreN = flag.Int("explore", 0, "run the explorer over this many scenarios (TestExploreMany)")
+
+// The generator covers its ranges: over 200 scenarios, every draw reaches
+// both ends of its range and every kind of traffic and fault occurs.
+func TestGenerateScenarioCovers(t *testing.T) {
+	const n = 200
+	var (
+		insts, tenants, slas  []int
+		syncs, durs           []time.Duration
+		rates, phases, spans  []float64
+		splits                [][2]int // minority, running members
+		seen                  = map[string]int{}
+		names                 = map[string]bool{}
+		partitionRe           = regexp.MustCompile(`(partition|isolate|cut) (\d+)\|(\d+) at (\d+m?s)(?: for (\d+m?s))?`)
+		partitionCountByLines = 0
+	)
+	for i := range n {
+		g := &gen{r: newGenRand(1, i)}
+		g.draw()
+		name, src := GenerateScenario(1, i)
+		if !bytes.Equal(src, g.text(name)) {
+			t.Fatalf("%s: GenerateScenario and the generator disagree", name)
+		}
+		if names[string(src)] {
+			t.Fatalf("%s: the same text as an earlier scenario", name)
+		}
+		names[string(src)] = true
+		sc, err := ParseScenario(name, src)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, src)
+		}
+		if sc.Instances != g.n || sc.Sync != g.sync || sc.Duration != g.dur {
+			t.Fatalf("%s: parsed %d instances, sync %v, %v; generated %d, %v, %v", name, sc.Instances, sc.Sync, sc.Duration, g.n, g.sync, g.dur)
+		}
+		insts = append(insts, g.n)
+		syncs = append(syncs, g.sync)
+		durs = append(durs, g.dur)
+		tenants = append(tenants, g.tenants)
+		slas = append(slas, len(g.slas))
+		seen["profile "+g.profile]++
+		if g.skewed {
+			seen["skewed"]++
+		} else {
+			seen["balanced"]++
+		}
+		for _, s := range g.slas {
+			for j, tier := range s.tiers {
+				seen[tier.alg]++
+				if j > 0 {
+					seen["two tiers"]++
+				}
+			}
+		}
+		prefixes := map[string]int{}
+		for _, l := range g.lines {
+			rates = append(rates, l.rate)
+			prefixes[l.prefix]++
+			switch {
+			case l.rampTo > 0:
+				seen["ramp"]++
+			case l.burst > 0:
+				seen["burst"]++
+			}
+			if l.arrivals == "even" {
+				seen["even arrivals"]++
+			}
+			if l.from > 0 || l.to > 0 {
+				seen["from/to"]++
+			}
+			switch {
+			case l.spread == "even":
+				seen["spread even"]++
+			case strings.Count(l.spread, ":") > 1:
+				seen["spread several"]++
+			case strings.HasSuffix(l.spread, ":100%"):
+				seen["spread pinned"]++
+			default:
+				seen["spread one hot"]++
+			}
+		}
+		for _, k := range prefixes {
+			if k > 1 {
+				seen["moving"]++
+			}
+		}
+		for _, f := range []string{"loss=", "dup=", "lognormal"} {
+			if strings.Contains(g.net, f) {
+				seen[f]++
+			}
+		}
+		for _, s := range g.skew {
+			if strings.HasPrefix(s, "random") {
+				seen["skew random"]++
+			} else {
+				seen["skew member"]++
+			}
+		}
+		for _, e := range g.events {
+			kind := strings.Fields(e.text)[0]
+			if strings.HasPrefix(e.text, "crash owner:") {
+				kind = "crash owner"
+			}
+			seen[kind]++
+		}
+		for _, d := range g.faultsDesc {
+			if strings.HasPrefix(d, "crash") && !strings.Contains(d, "restart") {
+				seen["crash for good"]++
+			}
+			m := partitionRe.FindStringSubmatch(d)
+			if m == nil {
+				continue
+			}
+			partitionCountByLines++
+			if m[5] == "" {
+				seen["no heal"]++
+			}
+			small, _ := strconv.Atoi(m[2])
+			large, _ := strconv.Atoi(m[3])
+			splits = append(splits, [2]int{small, small + large})
+			at, _ := time.ParseDuration(m[4])
+			phases = append(phases, float64(at%g.longest)/float64(g.longest))
+			if m[5] != "" {
+				span, _ := time.ParseDuration(m[5])
+				spans = append(spans, float64(span)/float64(g.longest))
+			}
+		}
+	}
+	check := func(what string, ok bool, got ...any) {
+		t.Helper()
+		if !ok {
+			t.Errorf("%s: got %v", what, got)
+		}
+	}
+	check("instances 3 .. 60", slices.Min(insts) == 3 && slices.Max(insts) >= 55 && slices.Max(insts) <= 60, slices.Min(insts), slices.Max(insts))
+	check("sync 100ms .. 1s", slices.Min(syncs) == 100*time.Millisecond && slices.Max(syncs) == time.Second, slices.Min(syncs), slices.Max(syncs))
+	check("duration 30s .. 60s", slices.Min(durs) == 30*time.Second && slices.Max(durs) == 60*time.Second, slices.Min(durs), slices.Max(durs))
+	check("tenants 1 .. 500", slices.Min(tenants) == 1 && slices.Max(tenants) >= 200 && slices.Max(tenants) <= 500, slices.Min(tenants), slices.Max(tenants))
+	check("SLAs 1 .. 3", slices.Min(slas) == 1 && slices.Max(slas) == 3, slices.Min(slas), slices.Max(slas))
+	check("rates 0.5x .. 3x", slices.Min(rates) < 0.6 && slices.Max(rates) > 2.9 && slices.Min(rates) >= 0.2 && slices.Max(rates) <= 3, slices.Min(rates), slices.Max(rates))
+	var ones, halves int
+	for _, s := range splits {
+		if s[0] == 1 {
+			ones++
+		}
+		if s[1] >= 4 && s[0] == s[1]/2 {
+			halves++
+		}
+	}
+	check("partitions 1|N-1 and halves", ones > 0 && halves > 0, ones, halves)
+	check("partitions start anywhere in a window", slices.Min(phases) < 0.1 && slices.Max(phases) > 0.9, slices.Min(phases), slices.Max(phases))
+	check("partitions last 0.1 .. 3 windows", slices.Min(spans) < 0.2 && slices.Max(spans) > 2, slices.Min(spans), slices.Max(spans))
+	for _, k := range []string{
+		"profile local", "profile lan", "balanced", "skewed", "fixed", "sliding", "two tiers",
+		"ramp", "burst", "even arrivals", "from/to", "moving",
+		"spread even", "spread several", "spread pinned", "spread one hot",
+		"loss=", "dup=", "lognormal", "skew random", "skew member",
+		"partition", "isolate", "cut", "heal", "no heal", "crash", "crash owner", "crash for good", "restart", "leave", "join",
+	} {
+		check(k+" occurs", seen[k] > 0, seen[k])
+	}
+	t.Logf("instances %d..%d, tenants %d..%d, %d partitions; %v", slices.Min(insts), slices.Max(insts), slices.Min(tenants), slices.Max(tenants), partitionCountByLines, seen)
+}
+
+// Explore gives the same summary whatever the number of workers, and its
+// worst scenarios' files parse and reproduce their worst window.
+func TestExploreDeterministic(t *testing.T) {
+	// Seed 11's first four scenarios are cheap (under a second without the
+	// race detector) and have windows of every class.
+	n := 4
+	if testing.Short() {
+		n = 2
+	}
+	cfg := ExploreConfig{Seed: 11, Scenarios: n, Workers: 1}
+	a, err := Explore(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Workers = 3
+	b, err := Explore(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sa, sb bytes.Buffer
+	if err := a.Summary(&sa); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Summary(&sb); err != nil {
+		t.Fatal(err)
+	}
+	if sa.String() != sb.String() {
+		t.Fatalf("1 worker:\n%s\n3 workers:\n%s", sa.String(), sb.String())
+	}
+	t.Log("\n" + sa.String())
+	for _, want := range []string{"| lease | all |", "| static | fixed, fault |", "| optimistic | sliding |", "lease: the worst scenarios per metric"} {
+		if !strings.Contains(sa.String(), want) {
+			t.Errorf("summary lacks %q", want)
+		}
+	}
+	for _, p := range a.Policies {
+		if p.Rows[ClassAll].Windows == 0 || p.Rows[ClassAll].Windows != p.Rows[ClassCalm].Windows+p.Rows[ClassFault].Windows+p.Rows[ClassSliding].Windows {
+			t.Errorf("%s: %d windows, classes %d + %d + %d", p.Policy, p.Rows[ClassAll].Windows, p.Rows[ClassCalm].Windows, p.Rows[ClassFault].Windows, p.Rows[ClassSliding].Windows)
+		}
+	}
+	cases := a.WorstCases()
+	if len(cases) == 0 {
+		t.Fatal("no worst case")
+	}
+	for _, c := range cases {
+		text := a.CaseText(c)
+		if !strings.HasPrefix(string(text), "# lease ") || !strings.Contains(string(text), fmt.Sprintf("go run ./cmd/sim -file %s.txt", c.Name)) {
+			t.Errorf("%s: the file does not say why it is here and how to run it:\n%s", c.Name, text)
+		}
+		sc, err := ParseScenario(c.Name, text)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		r, err := Run(sc, Lease, ExploreRunSeed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(r.Windows, c.Window) {
+			t.Errorf("%s: running the file does not give the window %+v", c.Name, c.Window)
+		}
+	}
+}
+
+// TestExploreMany runs the explorer over -explore scenarios (none by
+// default) and prints the summary; it fails only on an error or on a run
+// the simulator flags (answers refused, series evicted).
+func TestExploreMany(t *testing.T) {
+	if *exploreN <= 0 {
+		t.Skip("run with -explore N")
+	}
+	start := time.Now()
+	e, err := Explore(ExploreConfig{Seed: 1, Scenarios: *exploreN})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := e.Summary(&b); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s\n%d scenarios in %v", b.String(), *exploreN, time.Since(start).Round(time.Millisecond))
+	for _, a := range e.Anomalies {
+		t.Error(a)
+	}
+}

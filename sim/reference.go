@@ -1,0 +1,505 @@
+package sim
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The partition-safe reference: what the best rule that never lets the
+// sides of a partition together exceed the limit could have admitted in a
+// window, given the ground truth the simulator has. Undershoot against it
+// separates what a policy wastes from what safety costs: plain undershoot
+// counts every request of min(offered, limit) not admitted, even those no
+// safe rule could have admitted while the cluster was cut.
+//
+// # The rule
+//
+// Within one window of one tier of one tenant, with limit L:
+//
+//   - While every member can reach every other one, the rule admits every
+//     request while the window has budget left: L minus what it admitted.
+//   - When the membership changes (a partition or a one-way cut begins or
+//     heals, a member crashes or the survivors learn that it did, a member
+//     joins, restarts or leaves), the budget left B is what the whole
+//     cluster admitted so far subtracted from L: the global count at that
+//     moment, known to every side from the last time it could talk to the
+//     others. Each side of the cut, knowing only its own members, may then
+//     admit its members' share of B: B x n_side / n, n counting the members
+//     on every side. The shares add up to B, so the sides stay within the
+//     limit together, whatever the demand on each side.
+//   - A crashed member admits nothing; until the survivors detect the crash
+//     (the scenario's detect delay plus half its jitter) it still counts in
+//     n, a side of its own that cannot spend its share; once they know it is
+//     gone, it no longer counts, and the survivors share all that is left.
+//     A member leaving gracefully hands its counts over and counts no more
+//     from the moment it leaves.
+//
+// # Approximations
+//
+//   - Traffic is a fluid: the reference does not see each request but the
+//     scenario's expected arrivals on each side (its traffic lines' rates,
+//     ramps and bursts, split among the serving members by their spread as
+//     the load balancer splits them), scaled so that the window's total
+//     equals the requests the run actually offered to it. Where Poisson
+//     arrivals put more or fewer requests on one side than expected, the
+//     reference is off by that much.
+//   - The sides split the budget left at the moment of each membership
+//     change, with the global count at that moment; after a heal, it
+//     assumes the sides' counts merge at once (the simulated cluster takes
+//     a sync interval or two). A membership change during a partition (a
+//     crash on one side) re-pools the remainder as if the sides could
+//     compare their counts: an upper bound there.
+//   - A one-way cut (A -> C) is read as a partition between C and everyone
+//     else, which is how membership sees it.
+//   - For an SLA with several tiers, each tier is computed on its own with
+//     the requests the other tiers did not deny (Window.Offered). A sliding
+//     tier is computed as a fixed one: early in a window after a full one,
+//     the sliding rule rightly denies what this reference would admit.
+//   - Clients that retry (traffic retry=once) offer their retries on top
+//     of the expected arrivals; the scaling spreads them like the rest.
+//
+// The reference never exceeds min(offered, limit); a policy may beat it
+// (a lease held when the cut began may follow demand better than member
+// shares), which reads as no undershoot.
+
+// PartitionSafe returns, for each window of r (in order), what the best
+// partition-safe rule could have admitted in it (see above): at most
+// min(offered, limit), fractional since traffic is treated as a fluid. r
+// must be a result of running sc.
+func PartitionSafe(sc *Scenario, r *Result) []float64 {
+	return newReference(sc).admitAll(r.Windows)
+}
+
+func (ref *reference) admitAll(ws []Window) []float64 {
+	out := make([]float64, len(ws))
+	for i, w := range ws {
+		out[i] = ref.admit(w)
+	}
+	return out
+}
+
+// faulted reports whether the membership changed during the window [start,
+// start+period), or the cluster was cut (or had a crashed member not yet
+// detected) at some moment of it.
+func (ref *reference) faulted(start int64, period time.Duration) bool {
+	end := start + int64(period)
+	n := 0
+	for _, seg := range ref.segments {
+		if seg.start < end && seg.end > start {
+			n++
+			if len(seg.sides) > 1 || n > 1 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// window returns a window's SLA tier and its start in nanoseconds.
+func (ref *reference) window(w Window) (tier Tier, start int64, ok bool) {
+	id, per, ok := strings.Cut(w.SLA, "/")
+	period, err := time.ParseDuration(per)
+	sla := ref.sc.sla(id)
+	if !ok || err != nil || sla == nil {
+		return Tier{}, 0, false
+	}
+	for _, t := range sla.Tiers {
+		if t.Period == period {
+			// WindowStart is in float seconds: back to the period's multiple.
+			start := int64(math.Round(w.WindowStart/period.Seconds())) * int64(period)
+			return t, start, true
+		}
+	}
+	return Tier{}, 0, false
+}
+
+// UndershootVsSafe returns max(0, safe-charged)/safe: the share of what the
+// partition-safe rule could admit (safe, from PartitionSafe) that the window
+// did not; 0 when safe is below one request.
+func UndershootVsSafe(w Window, safe float64) float64 {
+	if safe < 1 {
+		return 0
+	}
+	return max(0, safe-float64(w.Charged)) / safe
+}
+
+type reference struct {
+	sc       *Scenario
+	segments []refSegment
+	lines    map[[2]string][]int // (tenant, SLA id) -> its traffic lines
+	streams  []*stream           // one per traffic line, for rateAt
+	cache    map[refKey][]refPart
+}
+
+// refSegment is a stretch of time with the same membership: the sides, each
+// with its share of the budget left and its serving members.
+type refSegment struct {
+	start, end int64
+	sides      []refSide
+	// frac[line][side] is the share of a traffic line's requests that go
+	// to the side's serving members.
+	frac [][]float64
+}
+
+type refSide struct {
+	share   float64
+	serving []string
+}
+
+type refKey struct {
+	lines  string // the tenant's traffic lines, "0,3"
+	period time.Duration
+	start  int64
+}
+
+// refPart is the expected offered per side of one segment within a window,
+// per tenant.
+type refPart struct {
+	shares  []float64
+	offered []float64
+}
+
+func newReference(sc *Scenario) *reference {
+	ref := &reference{sc: sc, lines: map[[2]string][]int{}, cache: map[refKey][]refPart{}}
+	for i := range sc.Traffic {
+		tr := &sc.Traffic[i]
+		to := int64(tr.To)
+		if to == 0 || to > int64(sc.Duration) {
+			to = int64(sc.Duration)
+		}
+		ref.streams = append(ref.streams, &stream{tr: tr, from: int64(tr.From), to: to, burstP: int64(sc.sla(tr.SLA).longest())})
+		for _, t := range tr.Tenants {
+			k := [2]string{t, tr.SLA}
+			if !slices.Contains(ref.lines[k], i) {
+				ref.lines[k] = append(ref.lines[k], i)
+			}
+		}
+	}
+	ref.segments = membershipSegments(sc)
+	for s := range ref.segments {
+		seg := &ref.segments[s]
+		for i := range sc.Traffic {
+			seg.frac = append(seg.frac, sideFractions(&sc.Traffic[i], seg.sides))
+		}
+	}
+	return ref
+}
+
+// admit runs the rule on one window.
+func (ref *reference) admit(w Window) float64 {
+	limit := float64(w.Limit)
+	naive := min(float64(w.Offered), limit)
+	parts, expected := ref.expected(w)
+	if expected <= 0 || w.Offered == 0 {
+		return naive
+	}
+	scale := float64(w.Offered) / expected
+	budget, admitted := limit, 0.0
+	for _, p := range parts {
+		b := budget
+		for s, o := range p.offered {
+			a := min(o*scale, b*p.shares[s])
+			admitted += a
+			budget -= a
+		}
+	}
+	return min(admitted, naive)
+}
+
+// expected returns a window's parts and the requests the traffic lines are
+// expected to offer it in all (0 if the window is unknown).
+func (ref *reference) expected(w Window) ([]refPart, float64) {
+	tier, start, ok := ref.window(w)
+	id, _, _ := strings.Cut(w.SLA, "/")
+	lines := ref.lines[[2]string{w.Tenant, id}]
+	if !ok || len(lines) == 0 {
+		return nil, 0
+	}
+	parts := ref.parts(lines, tier.Period, start)
+	var n float64
+	for _, p := range parts {
+		for _, o := range p.offered {
+			n += o
+		}
+	}
+	return parts, n
+}
+
+// parts returns the expected arrivals per side and segment of a window, for
+// one tenant of the given lines.
+func (ref *reference) parts(lines []int, period time.Duration, start int64) []refPart {
+	var key strings.Builder
+	for i, l := range lines {
+		if i > 0 {
+			key.WriteByte(',')
+		}
+		key.WriteString(strconv.Itoa(l))
+	}
+	k := refKey{lines: key.String(), period: period, start: start}
+	if p, ok := ref.cache[k]; ok {
+		return p
+	}
+	end := start + int64(period)
+	var out []refPart
+	for s := range ref.segments {
+		seg := &ref.segments[s]
+		a, b := max(seg.start, start), min(seg.end, end)
+		if a >= b {
+			continue
+		}
+		p := refPart{shares: make([]float64, len(seg.sides)), offered: make([]float64, len(seg.sides))}
+		for i, side := range seg.sides {
+			p.shares[i] = side.share
+		}
+		for _, l := range lines {
+			n := integrate(ref.streams[l], a, b)
+			for i := range seg.sides {
+				p.offered[i] += n * seg.frac[l][i]
+			}
+		}
+		out = append(out, p)
+	}
+	ref.cache[k] = out
+	return out
+}
+
+// integrate returns a stream's expected arrivals in [a, b): the integral of
+// its piecewise-constant rate.
+func integrate(st *stream, a, b int64) float64 {
+	var n float64
+	for t := a; t < b; {
+		r, next := st.rateAt(t)
+		e := min(next, b)
+		n += r * float64(e-t) / 1e9
+		t = e
+	}
+	return n
+}
+
+// sideFractions splits a traffic line among the sides as the load balancer
+// does (stream.pick): named members get their share, the serving members not
+// named split the rest evenly, and the shares of the serving members are
+// normalised (a named member that is down gives its share to the others in
+// proportion); all serving members alike when every share is zero.
+func sideFractions(tr *Traffic, sides []refSide) []float64 {
+	var named float64
+	for _, w := range tr.Spread {
+		named += w.Share
+	}
+	share := func(name string) (float64, bool) {
+		for _, w := range tr.Spread {
+			if w.Name == name {
+				return w.Share, true
+			}
+		}
+		return 0, false
+	}
+	nRest, serving := 0, 0
+	for _, s := range sides {
+		for _, m := range s.serving {
+			serving++
+			if _, ok := share(m); !ok {
+				nRest++
+			}
+		}
+	}
+	rest := 0.0
+	if nRest > 0 {
+		rest = max(0, 1-named) / float64(nRest)
+	}
+	out := make([]float64, len(sides))
+	var total float64
+	for i, s := range sides {
+		for _, m := range s.serving {
+			w, ok := share(m)
+			if !ok {
+				w = rest
+			}
+			out[i] += w
+			total += w
+		}
+	}
+	if total <= 0 { // every serving member has a zero share: all alike
+		for i, s := range sides {
+			out[i] = float64(len(s.serving))
+		}
+		total = float64(serving)
+	}
+	if total > 0 {
+		for i := range out {
+			out[i] /= total
+		}
+	}
+	return out
+}
+
+// refMember is a member's state as the reference sees it.
+type refMember struct {
+	name     string
+	up       bool  // running and serving (a leaving member is gone at once)
+	group    int   // partition side, as the simulator keeps it
+	detectAt int64 // crashed and not yet detected until then; 0: not
+}
+
+// membershipSegments replays the scenario's timeline as the simulator's
+// fault handler does and returns the membership over the run: the sides of
+// the present members (running ones, and crashed ones until the survivors
+// detect it), each with its share of the budget and its serving members.
+func membershipSegments(sc *Scenario) []refSegment {
+	var members []*refMember
+	byName := map[string]*refMember{}
+	for i := 0; i < sc.Instances; i++ {
+		m := &refMember{name: memberName(i), up: true}
+		members = append(members, m)
+		byName[m.name] = m
+	}
+	joinGroup := 0
+	cutTo := map[string]bool{} // members a one-way cut drops messages to
+	detect := int64(sc.Detect + sc.DetectJitter/2)
+	end := int64(sc.Duration)
+
+	type change struct {
+		at int64
+		ev *Event // nil: a crash detected
+	}
+	var changes []change
+	for i := range sc.Timeline {
+		changes = append(changes, change{at: int64(sc.Timeline[i].At), ev: &sc.Timeline[i]})
+	}
+	var segs []refSegment
+	snapshot := func(at int64) {
+		seg := refSegment{start: at, end: end}
+		sides := map[int]int{} // side key -> index
+		n := 0
+		for i, m := range members {
+			var key int
+			switch {
+			case m.up:
+				key = m.group * 4
+				if len(cutTo) > 0 {
+					key++
+					if cutTo[m.name] {
+						key++
+					}
+				}
+			case m.detectAt > at:
+				key = -1 - i // crashed, not detected: a side that cannot spend
+			default:
+				continue
+			}
+			n++
+			j, ok := sides[key]
+			if !ok {
+				j = len(seg.sides)
+				sides[key] = j
+				seg.sides = append(seg.sides, refSide{})
+			}
+			seg.sides[j].share++
+			if m.up {
+				seg.sides[j].serving = append(seg.sides[j].serving, m.name)
+			}
+		}
+		for j := range seg.sides {
+			seg.sides[j].share /= float64(max(n, 1))
+		}
+		switch k := len(segs); {
+		case k > 0 && sameSides(segs[k-1].sides, seg.sides):
+			// Nothing the rule sees changed (a crash of a member already
+			// down): the sides keep their shares of the budget.
+		case k > 0 && segs[k-1].start == at:
+			segs[k-1] = seg // several changes at once
+		default:
+			if k > 0 {
+				segs[k-1].end = at
+			}
+			segs = append(segs, seg)
+		}
+	}
+	snapshot(0)
+	for len(changes) > 0 {
+		// Next change: the earliest, file order among equals (timeline
+		// events are sorted stably; detections come after events).
+		best := 0
+		for i, c := range changes {
+			if c.at < changes[best].at || (c.at == changes[best].at && changes[best].ev == nil && c.ev != nil) {
+				best = i
+			}
+		}
+		c := changes[best]
+		changes = slices.Delete(changes, best, best+1)
+		if c.at >= end {
+			continue
+		}
+		if ev := c.ev; ev != nil {
+			switch ev.Kind {
+			case EvPartition:
+				gid := map[string]int{}
+				rest := 1
+				for i, g := range ev.Groups {
+					if g == nil {
+						rest = i + 1
+					}
+					for _, n := range g {
+						gid[n] = i + 1
+					}
+				}
+				for _, m := range members {
+					if g, ok := gid[m.name]; ok {
+						m.group = g
+					} else {
+						m.group = rest
+					}
+				}
+				joinGroup = 1
+				if g, ok := gid["store"]; ok {
+					joinGroup = g
+				} else if ev.Groups[0] == nil {
+					joinGroup = rest
+				}
+			case EvCut:
+				for _, n := range ev.Groups[1] {
+					cutTo[n] = true
+				}
+			case EvHeal:
+				clear(cutTo)
+				for _, m := range members {
+					m.group = 0
+				}
+				joinGroup = 0
+			case EvCrash:
+				if m := byName[ev.Name]; m != nil && m.up {
+					m.up = false
+					m.detectAt = c.at + detect
+					changes = append(changes, change{at: m.detectAt})
+				}
+			case EvLeave:
+				if m := byName[ev.Name]; m != nil && m.up {
+					m.up, m.detectAt = false, 0
+				}
+			case EvRestart:
+				if m := byName[ev.Name]; m != nil {
+					m.up, m.detectAt = true, 0
+				}
+			case EvJoin:
+				m := byName[ev.Name]
+				if m == nil {
+					m = &refMember{name: ev.Name}
+					members = append(members, m)
+					byName[m.name] = m
+				}
+				m.up, m.detectAt, m.group = true, 0, joinGroup
+			}
+		}
+		snapshot(c.at)
+	}
+	return segs
+}
+
+func sameSides(a, b []refSide) bool {
+	return slices.EqualFunc(a, b, func(x, y refSide) bool {
+		return x.share == y.share && slices.Equal(x.serving, y.serving)
+	})
+}

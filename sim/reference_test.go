@@ -1,0 +1,162 @@
+package sim
+
+import (
+	"math"
+	"testing"
+)
+
+// The partition-safe reference on timelines worked out by hand: 3
+// instances, limit 1000 per 10 s, even arrivals; each case gives the
+// windows' offered requests (what the traffic sends) and what the rule
+// admits.
+func TestPartitionSafe(t *testing.T) {
+	const head = "desc ref\ninstances 3\nsync 100ms\nduration 30s\nsla api fixed:10s:1000\n"
+	for _, tc := range []struct {
+		name    string
+		src     string
+		offered []int64 // windows at 10 s and 20 s
+		want    []float64
+	}{{
+		name:    "no fault: min(offered, limit)",
+		src:     "traffic tenants=a sla=api rate=1.5x spread=n2:100% arrivals=even\n",
+		offered: []int64{1500, 1500},
+		want:    []float64{1000, 1000},
+	}, {
+		// Window 10: 500 admitted before the cut at 15 s; n2 may then admit
+		// its third of the 500 left. Window 20: a third of the limit.
+		name:    "all traffic on the minority side",
+		src:     "traffic tenants=a sla=api rate=1x spread=n2:100% arrivals=even\nat 15s partition n0,n1 | n2\n",
+		offered: []int64{1000, 1000},
+		want:    []float64{500 + 500.0/3, 1000.0 / 3},
+	}, {
+		name:    "isolate is the same cut",
+		src:     "traffic tenants=a sla=api rate=1x spread=n2:100% arrivals=even\nat 15s isolate n2\n",
+		offered: []int64{1000, 1000},
+		want:    []float64{500 + 500.0/3, 1000.0 / 3},
+	}, {
+		name:    "a one-way cut reads as a partition",
+		src:     "traffic tenants=a sla=api rate=1x spread=n2:100% arrivals=even\nat 15s cut n0,n1 -> n2\n",
+		offered: []int64{1000, 1000},
+		want:    []float64{500 + 500.0/3, 1000.0 / 3},
+	}, {
+		// Even traffic at 0.8x: each side's demand stays within its share.
+		name:    "even traffic fits both sides",
+		src:     "traffic tenants=a sla=api rate=0.8x arrivals=even\nat 15s partition n0,n1 | n2\n",
+		offered: []int64{800, 800},
+		want:    []float64{800, 800},
+	}, {
+		// 12-14 s: n2 alone gets a third of the 800 left (267 > its 200
+		// offered); after the heal, the 600 left serve the 600 offered.
+		name:    "healed within the window",
+		src:     "traffic tenants=a sla=api rate=1x spread=n2:100% arrivals=even\nat 12s partition n0,n1 | n2\nat 14s heal\n",
+		offered: []int64{1000, 1000},
+		want:    []float64{1000, 1000},
+	}, {
+		// Local profile: the crash at 10 s is detected at 10.85 s. Until
+		// then n2 keeps its third: n0 and n1 may admit 666.7 of the 127.5
+		// offered; then the 872.5 left serve the rest, 1500 - 127.5
+		// offered, till the limit.
+		name:    "a crash costs nothing once detected",
+		src:     "traffic tenants=a sla=api rate=1.5x arrivals=even\nat 10s crash n2\n",
+		offered: []int64{1500, 1500},
+		want:    []float64{1000, 1000},
+	}, {
+		// LAN profile: detected at 16 s. Traffic stops at 16 s: n0 and n1
+		// could admit only their two thirds of the limit, 666.7 of 900.
+		name:    "a crash not yet detected keeps its share",
+		src:     "profile lan\ntraffic tenants=a sla=api rate=1.5x arrivals=even to=16s\nat 10s crash n2\n",
+		offered: []int64{900, 0},
+		want:    []float64{2000.0 / 3, 0},
+	}, {
+		// A member that joins n2's side: the sides are n0,n1 | n2,n3
+		// from 25 s, 2 of 4 members each. Window 20: n2 admits its third
+		// (333.3 of 500 offered), then half of the 666.7 left.
+		name:    "a join lands on the first side",
+		src:     "traffic tenants=a sla=api rate=1x spread=n2:100% arrivals=even\nat 15s partition n2 | n0,n1\nat 25s join n3\n",
+		offered: []int64{1000, 1000},
+		want:    []float64{500 + 500.0/3, 1000.0/3 + (1000-1000.0/3)/2},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc, err := ParseScenario("ref", []byte(head+tc.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := &Result{}
+			for i, o := range tc.offered {
+				r.Windows = append(r.Windows, Window{Tenant: "a", SLA: "api/10s", WindowStart: float64(10 * (i + 1)), Limit: 1000, Offered: o})
+			}
+			got := PartitionSafe(sc, r)
+			for i := range tc.want {
+				if math.Abs(got[i]-tc.want[i]) > 0.01 {
+					t.Errorf("window at %ds: %.2f, want %.2f", 10*(i+1), got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+// The reference never exceeds min(offered, limit), and undershoot against
+// it is never above plain undershoot's count of requests.
+func TestPartitionSafeBounds(t *testing.T) {
+	for i := range 40 {
+		name, src := GenerateScenario(3, i)
+		sc, err := ParseScenario(name, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := newReference(sc)
+		// Windows of every tier and traffic line, offered as much as the
+		// limit, half, twice: the scaling must keep the bound.
+		for _, tr := range sc.Traffic {
+			for _, tier := range sc.sla(tr.SLA).Tiers {
+				for start := sc.Warmup; start+tier.Period <= sc.Duration; start += tier.Period {
+					for _, f := range []float64{0.5, 1, 2} {
+						w := Window{Tenant: tr.Tenants[0], SLA: tierName(tr.SLA, tier.Period), WindowStart: start.Seconds(),
+							Limit: tier.Threshold, Offered: int64(f * float64(tier.Threshold))}
+						if got := ref.admit(w); got < 0 || got > float64(min(w.Offered, w.Limit))+1e-9 {
+							t.Fatalf("%s: %s %s at %v offered %d: partition-safe %.2f, outside [0, min(offered, limit)]",
+								name, w.Tenant, w.SLA, start, w.Offered, got)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// The reference's model of the traffic (rates, ramps, bursts, streams
+// that start, stop or move, over the serving members) expects what the
+// simulator offers, within Poisson noise.
+func TestPartitionSafeTrafficModel(t *testing.T) {
+	sc, err := ParseScenario("model", []byte(`desc traffic model
+instances 5
+sync 200ms
+duration 60s
+sla api fixed:10s:1000
+sla burst fixed:5s:200
+traffic tenants=a sla=api rate=1.5x spread=n0:70%
+traffic tenants=b sla=api ramp=0.2x..3x arrivals=even
+traffic tenants=c sla=api rate=1x spread=n1:100% to=25s
+traffic tenants=c sla=api rate=1x spread=n3:100% from=25s to=47s
+traffic tenants=d sla=burst rate=2x burst=20% from=12s
+at 15s partition n0,n1 | n2,n3,n4
+at 22s heal
+at 30s crash n1
+at 40s join n5
+at 45s leave n2
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(sc, Optimistic, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := newReference(sc)
+	for _, w := range r.Windows {
+		_, want := ref.expected(w)
+		if d := math.Abs(float64(w.Offered) - want); d > 5*math.Sqrt(want)+1 {
+			t.Errorf("%s %s at %vs: offered %d, the reference expects %.1f", w.Tenant, w.SLA, w.WindowStart, w.Offered, want)
+		}
+	}
+}
