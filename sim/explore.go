@@ -73,7 +73,8 @@ func (m Metric) String() string {
 // Class is a kind of window the explorer summarises apart.
 type Class int
 
-// The classes. Every window is in ClassAll and in one of the others.
+// The classes. Every window is in ClassAll and in one of ClassCalm,
+// ClassFault and ClassSliding; ClassEasy is a part of ClassCalm.
 const (
 	ClassAll Class = iota
 	// ClassCalm: a fixed tier's window in which the membership did not
@@ -87,26 +88,32 @@ const (
 	// (the sliding rule may rightly deny early in a window after a full
 	// one, which reads as undershoot and wrong denials).
 	ClassSliding
+	// ClassEasy: the calm windows where the targets are meant to hold
+	// without excuse: a limit of at least 100 (a request is at most 1% of
+	// it) and a period of at least 5 sync intervals.
+	ClassEasy
 	numClasses
 )
 
 // Classes returns every class, in the order reports list them.
-func Classes() []Class { return []Class{ClassAll, ClassCalm, ClassFault, ClassSliding} }
+func Classes() []Class { return []Class{ClassAll, ClassCalm, ClassFault, ClassSliding, ClassEasy} }
 
 func (c Class) String() string {
-	return [...]string{"all", "fixed, no fault", "fixed, fault", "sliding"}[c]
+	return [...]string{"all", "fixed, no fault", "fixed, fault", "sliding", "no fault, limit >= 100, period >= 5 syncs"}[c]
 }
 
-// classOf returns a window's class (other than ClassAll).
-func (ref *reference) classOf(w Window) Class {
+// classesOf returns the classes of a window (ClassAll first).
+func (ref *reference) classesOf(w Window) []Class {
 	tier, start, ok := ref.window(w)
 	switch {
 	case ok && tier.Algorithm == counters.Sliding:
-		return ClassSliding
+		return []Class{ClassAll, ClassSliding}
 	case ok && ref.faulted(start, tier.Period):
-		return ClassFault
+		return []Class{ClassAll, ClassFault}
+	case ok && w.Limit >= 100 && tier.Period >= 5*ref.sc.Sync:
+		return []Class{ClassAll, ClassCalm, ClassEasy}
 	}
-	return ClassCalm
+	return []Class{ClassAll, ClassCalm}
 }
 
 // windowMetrics computes every metric of one window, in percent, and the
@@ -386,7 +393,7 @@ func exploreOne(cfg ExploreConfig, i int) outcome {
 		return o
 	}
 	ref := newReference(sc)
-	var classes []Class
+	var classes [][]Class
 	var lease, static *Result
 	for _, p := range cfg.Policies {
 		r, err := Run(sc, p, ExploreRunSeed)
@@ -401,7 +408,7 @@ func exploreOne(cfg ExploreConfig, i int) outcome {
 		safe := ref.admitAll(r.Windows)
 		if classes == nil { // the same windows, in the same order, for every policy
 			for _, w := range r.Windows {
-				classes = append(classes, ref.classOf(w))
+				classes = append(classes, ref.classesOf(w))
 			}
 		}
 		po := policyOutcome{messages: r.SyncMessages}
@@ -416,7 +423,7 @@ func exploreOne(cfg ExploreConfig, i int) outcome {
 			if p == Lease {
 				o.hasLease = true
 			}
-			for _, c := range []Class{ClassAll, classes[min(k, len(classes)-1)]} {
+			for _, c := range classes[min(k, len(classes)-1)] {
 				row := &po.rows[c]
 				for m := range numMetrics {
 					row.metrics[m] = append(row.metrics[m], float32(wm[m]))

@@ -216,8 +216,9 @@ func TestExploreDeterministic(t *testing.T) {
 		}
 	}
 	for _, p := range a.Policies {
-		if p.Rows[ClassAll].Windows == 0 || p.Rows[ClassAll].Windows != p.Rows[ClassCalm].Windows+p.Rows[ClassFault].Windows+p.Rows[ClassSliding].Windows {
-			t.Errorf("%s: %d windows, classes %d + %d + %d", p.Policy, p.Rows[ClassAll].Windows, p.Rows[ClassCalm].Windows, p.Rows[ClassFault].Windows, p.Rows[ClassSliding].Windows)
+		r := &p.Rows
+		if r[ClassAll].Windows == 0 || r[ClassAll].Windows != r[ClassCalm].Windows+r[ClassFault].Windows+r[ClassSliding].Windows || r[ClassEasy].Windows > r[ClassCalm].Windows {
+			t.Errorf("%s: %d windows, classes %d + %d + %d, easy %d", p.Policy, r[ClassAll].Windows, r[ClassCalm].Windows, r[ClassFault].Windows, r[ClassSliding].Windows, r[ClassEasy].Windows)
 		}
 	}
 	cases := a.WorstCases()
