@@ -217,6 +217,10 @@ func percentile(xs []int64, q float64) float64 {
 // pacerTick is how often a pacer issues the requests that came due.
 const pacerTick = 2 * time.Millisecond
 
+// maxInflight bounds the requests being decided at once in the paced
+// phase.
+const maxInflight = 256
+
 // maxBacklog is the most a pacer catches up at once; requests further
 // behind are dropped (and reported), so that a slow design is offered less
 // rather than a burst.
@@ -251,6 +255,7 @@ func accuracy(ctx context.Context, d design, e env, base int, r *result) error {
 	var errs, dropped atomic.Uint64
 	var mu sync.Mutex           // offered and admitted
 	var inflight sync.WaitGroup // requests still being decided
+	slots := make(chan struct{}, maxInflight)
 	calls0 := d.coordCalls()
 	cpu0, rcpu0 := processCPU(), e.redisCPU()
 	start := time.Now()
@@ -294,9 +299,17 @@ func accuracy(ctx context.Context, d design, e env, base int, r *result) error {
 					// Each request on its own, as clients send them: a
 					// decision that waits (a lease policy request waiting
 					// for its owner's answer) holds up no other request.
+					// At most maxInflight at once: a design slower than the
+					// offered rate is offered less (counted as dropped).
+					select {
+					case slots <- struct{}{}:
+					default:
+						dropped.Add(1)
+						continue
+					}
 					inflight.Add(1)
 					go func() {
-						defer inflight.Done()
+						defer func() { <-slots; inflight.Done() }()
 						ok, err := d.decide(ctx, inst, base+t)
 						mu.Lock()
 						defer mu.Unlock()
