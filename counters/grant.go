@@ -168,10 +168,14 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	free := w.threshold - committed
 	left := max(0, period-(now-key.WindowStart))
 	var othersOut, othersExcess, needs int64
+	var needy int64 // reporters with demand
 	for _, s := range reach {
 		e := est(s, s.name)
 		free -= e
 		n := need(s, float64(left))
+		if n > 0 {
+			needy++
+		}
 		if s != r {
 			out := max(0, o.capNow(s)-e)
 			othersOut += out
@@ -181,16 +185,23 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		}
 		needs += n
 	}
-	// Half of what nobody is expected to need stays unallocated: a member
-	// whose demand appears or grows gets it at its first report, without
-	// waiting for the others to give theirs back.
+	// Of what nobody is expected to need, the members with demand get
+	// their part as if every member in view had some: the rest stays
+	// unallocated, so that a member whose demand appears or grows gets it
+	// at its first report, without waiting for the others to give theirs
+	// back.
 	spare = max(0, free-needs)
 	g = estR
-	if free > 0 {
-		fair := fairShare(free-spare/2, reach, r, float64(left))
+	if free <= 0 {
+		spare = 0
+	} else {
+		kept := spare - spare*needy/max(needy, int64(n))
+		fair := fairShare(free-kept, reach, r, float64(left))
 		allowed := max(min(fair, free-othersOut), 0)
 		g += allowed
 		r.hadShare = r.hadShare || allowed > 0
+		// What nobody needs is spare only as far as nobody holds it.
+		spare = min(spare, max(0, free-othersOut-allowed))
 		// r's part that others hold beyond what their demand needs comes
 		// with the next answers, as they report and give it back (demand
 		// that moved from one instance to another). So does all of r's part

@@ -227,7 +227,7 @@ func (n *Node) Take(ctx context.Context, limits []counters.Limit, cost int64) (c
 		return d, err
 	}
 	if d.Pending {
-		d, err = n.waitPending(ctx, limits, cost)
+		d, err = n.waitPending(ctx, limits, cost, d.Reset)
 		if err != nil {
 			return d, err
 		}
@@ -246,7 +246,7 @@ func (n *Node) Take(ctx context.Context, limits []counters.Limit, cost int64) (c
 // waitPending waits for sync rounds to end, asking for one at once, and
 // decides the request again after each, until it is no longer pending or
 // PendingWait has passed.
-func (n *Node) waitPending(ctx context.Context, limits []counters.Limit, cost int64) (counters.Decision, error) {
+func (n *Node) waitPending(ctx context.Context, limits []counters.Limit, cost int64, reset time.Duration) (counters.Decision, error) {
 	n.m.pending.Inc()
 	start := time.Now()
 	defer func() { n.m.pendingSeconds.Observe(time.Since(start).Seconds()) }()
@@ -502,7 +502,7 @@ func (n *Node) syncLoop() {
 	t := time.NewTicker(n.cfg.SyncInterval)
 	defer t.Stop()
 	sweepEvery := max(1, int(time.Second/n.cfg.SyncInterval))
-	var last time.Time // when the last round started
+	var last, lastFull time.Time // when the last round and the last full round started
 	for i := 1; ; i++ {
 		kicked := false
 		select {
@@ -522,11 +522,14 @@ func (n *Node) syncLoop() {
 			}
 		}
 		last = time.Now()
-		if kicked {
+		// A kicked round reports the waiting series only, unless the full
+		// round is due: waiting requests never starve the interval's sync.
+		if kicked && time.Since(lastFull) < n.cfg.SyncInterval {
 			n.syncAsking()
 			n.endRound()
 			continue
 		}
+		lastFull = last
 		n.SyncOnce(context.Background())
 		n.endRound()
 		if i%sweepEvery == 0 {

@@ -191,6 +191,7 @@ type instance struct {
 	kick     bool
 	lastKick int64
 	kickAt   int64 // when a deferred kick is due (0: none)
+	fullDue  bool  // a tick found a round open: the full round follows it
 }
 
 // parked is a request whose lease decision was pending, waiting for the
@@ -501,7 +502,7 @@ func (w *world) request(st *stream, in *instance, retried bool) {
 	if d.Pending && w.sc.PendingWait > 0 {
 		// As the node does: the request waits for the next sync round, which
 		// is asked for at once, and is decided again when the round ends.
-		p := &parked{inst: in, gen: in.gen, stream: st, series: s, arrived: w.vt, deadline: w.vt + int64(w.sc.PendingWait), retried: retried}
+		p := &parked{inst: in, gen: in.gen, stream: st, series: s, arrived: w.vt, deadline: w.vt + int64(min(w.sc.PendingWait, d.Reset)), retried: retried}
 		in.parked = append(in.parked, p)
 		w.stats.Pending++
 		w.q.push(&event{at: p.deadline, kind: evPendingDeadline, park: p})
@@ -558,6 +559,8 @@ func (w *world) tick(in *instance) {
 		} else {
 			in.tab.Sweep(now)
 		}
+	} else {
+		in.fullDue = true // after the open round: every interval has its full round
 	}
 	w.q.push(&event{at: w.vt + w.sync, kind: evTick, inst: in, gen: in.gen})
 }
@@ -592,7 +595,11 @@ func (w *world) roundProgress(in *instance) {
 		return
 	}
 	w.retryParked(in)
-	if in.kick {
+	switch {
+	case in.fullDue:
+		in.fullDue = false
+		w.startRound(in, false)
+	case in.kick:
 		w.startRound(in, true)
 	}
 }
