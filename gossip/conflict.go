@@ -93,7 +93,7 @@ func (g *Gossip) deliverConflicts() {
 	g.conflicts = nil
 	g.conflictMu.Unlock()
 	for _, c := range cs {
-		if g.warnEvery.allow("conflict "+c.Name+" "+c.OtherAddr, g.now()) {
+		if g.warnEvery.Allow("conflict "+c.Name+" "+c.OtherAddr, g.now()) {
 			level, msg := slog.LevelWarn, "name conflict: two live nodes claim one name; memberlist ignores the second"
 			switch {
 			case c.Self:

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/peerlimit/peerlimit/internal/logevery"
 )
 
 // Sentinel errors.
@@ -77,7 +78,7 @@ type Gossip struct {
 	warnMu sync.Mutex
 	warned map[string]string // node name -> metadata already warned about
 
-	warnEvery *logEvery // repeated warnings: conflicts, seeds that do not answer
+	warnEvery *logevery.Limiter // repeated warnings: conflicts, seeds that do not answer
 
 	conflictMu     sync.Mutex
 	conflicts      []Conflict // recorded by the delegate, not yet delivered
@@ -101,7 +102,7 @@ func New(cfg Config) (*Gossip, error) {
 	hold := 3 * max(cfg.RejoinInterval, profileConfig(cfg.Profile).PushPullInterval)
 	return &Gossip{
 		cfg:          cfg,
-		warnEvery:    newLogEvery(warnInterval),
+		warnEvery:    logevery.New(warnInterval),
 		conflictHold: hold,
 		log:          cfg.Logger.With("component", "gossip", "node", cfg.Name),
 		now:          time.Now,
@@ -598,7 +599,7 @@ func (g *Gossip) rejoinStep(initial bool) (int, []string, error) {
 		g.log.Info("rejoined", "contacted", n, "targets", targets)
 	case n > 0:
 		g.log.Debug("joined", "contacted", n, "targets", targets)
-	case len(g.Members()) <= 1 && len(g.otherSeeds()) > 0 && g.warnEvery.allow("alone", g.now()):
+	case len(g.Members()) <= 1 && len(g.otherSeeds()) > 0 && g.warnEvery.Allow("alone", g.now()):
 		g.log.Warn("alone: no seed answered; this node enforces every limit by itself until the rejoin loop reaches one",
 			"seeds", g.otherSeeds(), "targets", targets, "err", err)
 	default:

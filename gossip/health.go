@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"time"
 )
 
@@ -107,31 +106,4 @@ func publishGRPCAddr(grpcAddr string, advertise net.IP) (string, error) {
 			"(an empty host, as in \":%s\", takes the gossip address)", ErrUnreachableGRPCAddr, grpcAddr, advertise, port)
 	}
 	return grpcAddr, nil
-}
-
-// logEvery lets one repeated log line through per key and interval. The
-// zero value is not usable; it is safe for concurrent use.
-type logEvery struct {
-	every time.Duration
-	mu    sync.Mutex
-	last  map[string]time.Time
-}
-
-func newLogEvery(every time.Duration) *logEvery {
-	return &logEvery{every: every, last: make(map[string]time.Time)}
-}
-
-// allow reports whether the line keyed key may be logged at now, and if so
-// records it.
-func (l *logEvery) allow(key string, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if t, ok := l.last[key]; ok && now.Sub(t) < l.every {
-		return false
-	}
-	if len(l.last) >= maxBadMetaWarnings {
-		clear(l.last)
-	}
-	l.last[key] = now
-	return true
 }

@@ -3,7 +3,6 @@ package gossip
 import (
 	"context"
 	"fmt"
-	"github.com/peerlimit/peerlimit/internal/testutil"
 	"io"
 	"log"
 	"log/slog"
@@ -14,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/peerlimit/peerlimit/internal/testutil"
 
 	"github.com/hashicorp/memberlist"
 	"github.com/peerlimit/peerlimit/internal/faultnet"

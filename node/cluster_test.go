@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"github.com/peerlimit/peerlimit/internal/testutil"
 	"io"
 	"log"
 	"math/rand/v2"
@@ -12,6 +11,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/peerlimit/peerlimit/internal/testutil"
 
 	"github.com/hashicorp/memberlist"
 	"github.com/peerlimit/peerlimit/counters"

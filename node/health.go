@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/peerlimit/peerlimit/gossip"
@@ -154,7 +153,7 @@ func (n *Node) noteSync(owner string, err error) {
 	f.err = err
 	n.failing[owner] = f
 	n.failMu.Unlock()
-	if d := now.Sub(f.since); d >= n.peerFailAfter() && n.warn.allow("sync "+owner, now) {
+	if d := now.Sub(f.since); d >= n.peerFailAfter() && n.warn.Allow("sync "+owner, now) {
 		n.log.Warn("sync calls to a peer keep failing: the counts of the keys it owns are not merged",
 			"owner", owner, "addr", f.addr, "failing_for", d.Round(time.Millisecond), "err", err)
 	}
@@ -229,31 +228,4 @@ func (n *Node) checkHealth() {
 	} else {
 		n.log.Info("health: no problem left")
 	}
-}
-
-// logEvery lets one repeated log line through per key and interval. The
-// zero value is not usable; it is safe for concurrent use.
-type logEvery struct {
-	every time.Duration
-	mu    sync.Mutex
-	last  map[string]time.Time
-}
-
-func newLogEvery(every time.Duration) *logEvery {
-	return &logEvery{every: every, last: make(map[string]time.Time)}
-}
-
-// allow reports whether the line keyed key may be logged at now, and if so
-// records it.
-func (l *logEvery) allow(key string, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if t, ok := l.last[key]; ok && now.Sub(t) < l.every {
-		return false
-	}
-	if len(l.last) >= 1024 {
-		clear(l.last)
-	}
-	l.last[key] = now
-	return true
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/peerlimit/peerlimit/counters"
 	"github.com/peerlimit/peerlimit/gossip"
+	"github.com/peerlimit/peerlimit/internal/logevery"
 	"github.com/peerlimit/peerlimit/internal/peerpb"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -69,7 +70,7 @@ type Node struct {
 	loopsWG sync.WaitGroup
 	lifeMu  sync.Mutex // serialises Start, Close and Kill
 
-	warn    *logEvery
+	warn    *logevery.Limiter
 	failMu  sync.Mutex
 	failing map[string]failStreak // by owner: sync calls failing since
 
@@ -122,7 +123,7 @@ func New(cfg Config) (*Node, error) {
 		kick:   make(chan struct{}, 1),
 
 		roundDone: make(chan struct{}),
-		warn:      newLogEvery(warnInterval),
+		warn:      logevery.New(warnInterval),
 		failing:   map[string]failStreak{},
 	}
 	if ownRegistry {
