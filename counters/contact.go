@@ -20,6 +20,12 @@ type contact struct {
 	// synced is when the member last sent a batch under the same
 	// membership view as this owner's (Unix ns).
 	synced int64
+	// The newest gap in contact: no answer sent between gapFrom (the send
+	// time of the last one acknowledged before it, or since) and gapAck
+	// (the first acknowledged after it) was acknowledged, and the two are
+	// at least Contact apart, so the member was out of contact between
+	// them (a partition that healed). 0: none seen.
+	gapFrom, gapAck int64
 }
 
 // contactRing is how many recent answers' send times an owner keeps per
@@ -43,7 +49,11 @@ func (o *Owner) Hello(now time.Time, origin string, ack, view uint64) uint64 {
 		o.contacts[origin] = c
 	}
 	if ack != 0 && ack <= c.seq && c.seq-ack < contactRing && ack > c.ackSeq {
-		c.acked, c.ackSeq = max(c.acked, c.sent[ack%contactRing]), ack
+		prev, sent := max(c.since, c.acked), c.sent[ack%contactRing]
+		if sent-prev >= int64(o.cfg.Contact) {
+			c.gapFrom, c.gapAck = prev, sent
+		}
+		c.acked, c.ackSeq = max(c.acked, sent), ack
 	}
 	if view == o.view {
 		c.synced = nowNs
@@ -96,6 +106,24 @@ func (o *Owner) contactAt(name string, now int64) int64 {
 	c := o.contacts[name]
 	if c == nil {
 		return now
+	}
+	return max(c.since, c.acked)
+}
+
+// contactBefore returns when the member was last known to be in contact at
+// or before start (a window start), for windows that began up to now: as
+// contactAt, but a gap in contact that ended after start (the member came
+// back from a partition during the window) puts it back to the gap's
+// beginning, since the member spent the window's beginning out of contact
+// (with its static share, or caps of an owner on its side). The lock must
+// be held.
+func (o *Owner) contactBefore(name string, start, now int64) int64 {
+	c := o.contacts[name]
+	if name == o.cfg.Self || c == nil {
+		return o.contactAt(name, now)
+	}
+	if c.gapAck > start {
+		return c.gapFrom
 	}
 	return max(c.since, c.acked)
 }

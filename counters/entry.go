@@ -45,6 +45,16 @@ type Slot struct {
 	// without demand did not know this instance wanted more.
 	Spare    int64
 	Informed bool
+	// Fallback says the instance fell back to its static share in this
+	// window (it held no grant and had not heard from the key's owner since
+	// before the window began): the share of FallbackMembers instances at
+	// FallbackIndex, as the membership stood then. It stays so until a
+	// grant arrives, even if an owner comes within reach meanwhile (say a
+	// new one, after a membership change), so that the instance never
+	// holds less than it may already have admitted, and never more than
+	// the share the owners reserved for it.
+	Fallback                       bool
+	FallbackMembers, FallbackIndex int32
 	// Epoch is opaque to this package: the node records in it the ring
 	// version under which the owner last acknowledged the slot, so that a
 	// new owner gets every count again after a membership change.

@@ -118,8 +118,8 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 			continue
 		}
 		e := est(s, m)
-		c := o.contactAt(m, now)
-		inContact := now-c < contactT && o.members.alive[m]
+		inContact := now-o.contactAt(m, now) < contactT && o.members.alive[m]
+		c := o.contactBefore(m, key.WindowStart, now)
 		var static int64
 		if c < key.WindowStart-contactT+int64(o.cfg.Interval) {
 			static = StaticShare(w.threshold, n, i, hash)
@@ -132,6 +132,9 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		case s != nil && inContact:
 			reach = append(reach, s)
 		case s != nil:
+			if o.holdsGrant(s) {
+				static = 0 // it left its static share for this owner's grant
+			}
 			firm += max(o.capNow(s), e, static)
 		default:
 			silent += max(carried, e, static)

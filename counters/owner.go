@@ -229,6 +229,7 @@ type originState struct {
 	hasGiven    bool
 	carry       bool   // the last grant carries into the next window
 	givenSeq    uint64 // the number of the answer that carried it (Hello)
+	firstSeq    uint64 // and of the first answer with a grant in this window
 	hadShare    bool   // a grant beyond its count was given in this window
 	// foreignCap is the smallest cap granted by another owner that the
 	// origin reported holding in this window (hasForeign says there was
@@ -277,6 +278,17 @@ func (o *Owner) received(s *originState) bool {
 	}
 	c := o.contacts[s.name]
 	return c != nil && c.ackSeq >= s.givenSeq && c.ackSeq-s.givenSeq < 1<<62
+}
+
+// holdsGrant reports whether the origin acknowledged an answer of this
+// owner that granted it a cap in the window: from then on it admits within
+// this owner's grants, not its static share. The lock must be held.
+func (o *Owner) holdsGrant(s *originState) bool {
+	if !s.hasGiven || s.name == o.cfg.Self {
+		return s.hasGiven
+	}
+	c := o.contacts[s.name]
+	return c != nil && c.ackSeq >= s.firstSeq && c.ackSeq-s.firstSeq < 1<<62
 }
 
 // NewOwner returns an empty owner.
@@ -406,9 +418,13 @@ func (o *Owner) Report(now time.Time, origin string, incarnation uint64, r *Repo
 	// something in this one: a busy origin keeps admitting across the
 	// window start, and reports there within a sync interval; an idle one
 	// asks again when it needs to, and is reserved nothing meanwhile.
+	first := !st.hasGiven
 	st.given, st.hasGiven, st.carry = grant, true, st.total() > 0
 	if c := o.contacts[origin]; c != nil {
 		st.givenSeq = c.seq // the answer Hello numbered for this batch
+		if first {
+			st.firstSeq = c.seq
+		}
 	}
 	// The cap is on the origin's estimate in its current incarnation.
 	return Answer{Global: global, Grant: grant - st.base, HasGrant: true, Carry: st.carry, Spare: spare}

@@ -194,6 +194,46 @@ func TestOwnerMemberCutMidWindowKeepsWhatItHolds(t *testing.T) {
 	}
 }
 
+// TestOwnerMemberBackDuringWindow: a member cut off before a window began
+// spent its beginning on its static share (or on caps of an owner on its
+// side of the partition). When it comes back during the window, its fresh
+// acknowledgements do not make it a member that was in contact at the
+// window's start: its static share stays reserved until it holds a grant
+// of this owner, and then its grant is.
+func TestOwnerMemberBackDuringWindow(t *testing.T) {
+	o := NewOwner(OwnerConfig{Lease: true, Self: "o", Contact: time.Second})
+	o.SetMembers(base, []string{"a", "b", "c"}, nil)
+	ms := members("a", "b", "c")
+	beat(o, 0, 400*time.Millisecond, ms["a"], ms["b"], ms["c"])
+	// c is cut off at 400 ms; the next window begins at 10 s.
+	k := ownerKey()
+	k.WindowStart += int64(k.Period)
+	beat(o, 400*time.Millisecond, 11*time.Second, ms["a"], ms["b"])
+	ans := ms["a"].sync(o, at(11*time.Second), k, 90, 20)
+	if ans.Grant != 60 {
+		t.Fatalf("c cut off before the window: a's grant %d, want 60 (c's static share 30 reserved)", ans.Grant)
+	}
+	// c is back at 12 s and acknowledges answers again, but reports nothing
+	// in this window here.
+	beat(o, 12*time.Second, 13*time.Second, ms["a"], ms["b"], ms["c"])
+	ans = ms["a"].sync(o, at(13*time.Second), k, 90, 20)
+	if ans.Grant != 60 {
+		t.Fatalf("c back during the window: a's grant %d, want 60 (c may have spent its static share)", ans.Grant)
+	}
+	// c reports its count and gets a grant of this owner; once it
+	// acknowledges it, the grant is what it holds, not its static share.
+	// Then it is cut off again.
+	ms["c"].own = 2
+	ms["c"].sync(o, at(13200*time.Millisecond), k, 90, 0)
+	ms["c"].hello(o, at(13400*time.Millisecond))
+	beat(o, 13400*time.Millisecond, 15*time.Second, ms["b"])
+	ms["a"].sync(o, at(14800*time.Millisecond), k, 90, 20)
+	ans = ms["a"].sync(o, at(15*time.Second), k, 90, 20)
+	if ms["c"].cap != 2 || ans.Grant != 88 {
+		t.Fatalf("c holding a grant of %d (want 2), then cut again: a's grant %d, want 88", ms["c"].cap, ans.Grant)
+	}
+}
+
 // TestOwnerOneWayCut: a member whose requests arrive but which never gets
 // the answers (it keeps acknowledging an old one) is out of contact.
 func TestOwnerOneWayCut(t *testing.T) {

@@ -152,6 +152,49 @@ func TestLeasePolicy(t *testing.T) {
 	}
 }
 
+// TestLeaseFallbackSticksUntilAGrant: an instance that began a window on
+// its static share keeps that share, as the membership stood when it fell
+// back, until a grant arrives, even when an owner comes within reach
+// during the window (a new one after a membership change, whose view may
+// lag) or the membership shrinks: it neither stops admitting what it may
+// nor starts admitting more than the owners reserved for it.
+func TestLeaseFallbackSticksUntilAGrant(t *testing.T) {
+	tb := newTable(t, Lease{})
+	tb.SetShare(4, 1)
+	reachable := false
+	tb.SetContact(func(hash uint64, start int64) (bool, bool) { return false, !reachable })
+	l := Limit{Tenant: "a", Endpoint: "/p", Method: "GET", Period: 10 * time.Second, Threshold: 100}
+	for i := 0; i < 10; i++ {
+		if !tb.Allow(at(time.Second), l) {
+			t.Fatalf("request %d on the static share denied", i)
+		}
+	}
+	reachable = true  // an owner in reach now, with no grant for this window yet
+	tb.SetShare(2, 1) // and the membership shrank: the share would be 50
+	n := 0
+	for tb.Allow(at(2*time.Second), l) {
+		n++
+	}
+	if n != 15 {
+		t.Fatalf("after the owner came in reach: admitted %d more, want 15 (the share of 25 as of the fallback)", n)
+	}
+	e := tb.Get("a", "/p", "GET", 10*time.Second)
+	e.Lock()
+	e.cur.Granted, e.cur.HasGrant, e.cur.Fallback, e.cur.Informed = 40, true, false, true
+	e.Unlock()
+	n = 0
+	for tb.Allow(at(3*time.Second), l) {
+		n++
+	}
+	if n != 15 {
+		t.Fatalf("with a grant of 40: admitted %d more, want 15", n)
+	}
+	// The next window starts afresh: the owner is in reach, so it asks.
+	if d, _ := tb.Take(at(10*time.Second), []Limit{l}, 1); d.Allowed || !d.Pending {
+		t.Fatalf("next window, owner in reach: %+v, want pending", d)
+	}
+}
+
 // TestLeaseGrantCarriesOnlyWhenTheOwnerSaysSo: a carried grant caps the next
 // window once; one the owner did not let carry is gone at the window start.
 func TestLeaseGrantCarriesOnlyWhenTheOwnerSaysSo(t *testing.T) {

@@ -175,7 +175,7 @@ func (t *Table) check(nowNs int64, l *Limit, e *Entry, cost int64, share uint64)
 	p := *t.policy.Load()
 	_, lease := p.(Lease)
 	if lease && !v.HasGrant {
-		_, v.Fallback = t.contactWith(e.hash, e.cur.Start)
+		v.Fallback, v.Members, v.Index = t.fallback(e, v.Members, v.Index)
 	}
 	ok, rem := admit(p, &v)
 	reset := time.Duration(e.cur.Start + e.period - nowNs)
@@ -187,6 +187,21 @@ func (t *Table) check(nowNs int64, l *Limit, e *Entry, cost int64, share uint64)
 		return false, Decision{Limit: l.Threshold, Reset: reset, RetryAfter: e.retryAfter(nowNs, &v)}
 	}
 	return true, Decision{Allowed: true, Limit: l.Threshold, Remaining: rem, Reset: reset}
+}
+
+// fallback reports whether a locked entry without a grant admits its
+// static share in its current window, and the membership (count and index)
+// that share is of: the one of the window's first fallback, which sticks
+// until a grant arrives (Slot.Fallback).
+func (t *Table) fallback(e *Entry, members, index int) (bool, int, int) {
+	s := &e.cur
+	if !s.Fallback {
+		if _, fb := t.contactWith(e.hash, s.Start); !fb {
+			return false, members, index
+		}
+		s.Fallback, s.FallbackMembers, s.FallbackIndex = true, int32(members), int32(index)
+	}
+	return true, int(s.FallbackMembers), int(s.FallbackIndex)
 }
 
 // admit asks a policy about v. The built-in policies are called directly,

@@ -462,7 +462,9 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 			capv, has := s.Granted, s.HasGrant
 			if !has {
 				capv = s.Own
-				if _, fallback := e.contactWith(en.Hash(), s.Start); fallback || e.cfg.Policy != PolicyLease {
+				if s.Fallback {
+					capv = counters.StaticShare(en.Threshold(), int(s.FallbackMembers), int(s.FallbackIndex), en.Hash())
+				} else if _, fallback := e.contactWith(en.Hash(), s.Start); fallback || e.cfg.Policy != PolicyLease {
 					capv = counters.StaticShare(en.Threshold(), members, index, en.Hash())
 				}
 			}
@@ -571,6 +573,7 @@ func apply(nowNs int64, r *ref, a counters.Answer, from string, fromInc uint64) 
 	s.From, s.FromIncarnation = from, fromInc
 	if a.HasGrant {
 		s.Granted, s.HasGrant, s.GrantedAt, s.Carry = a.Grant, true, nowNs, a.Carry
+		s.Fallback = false
 		s.GrantFrom, s.GrantFromIncarnation = from, fromInc
 	}
 	s.Spare, s.Informed = a.Spare, r.demand > 0
