@@ -33,6 +33,7 @@ type metrics struct {
 	syncBytes         prometheus.Counter
 	batchReports      prometheus.Observer
 	inboundRejected   prometheus.Counter
+	authRefused       prometheus.Counter
 	members           prometheus.Gauge
 	storeDown         prometheus.Gauge
 	pending           prometheus.Counter
@@ -70,6 +71,10 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	})
 	inboundRejected := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "peerlimit_sync_inbound_rejected_total", Help: "Inbound sync batches rejected as invalid.",
+	})
+	authRefused := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "peerlimit_sync_auth_refused_total",
+		Help: "Inbound sync calls refused because their authentication tag was missing, wrong, stale or replayed (gossip secret keys set).",
 	})
 	members := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "peerlimit_members", Help: "Alive members in this node's view, itself included.",
@@ -111,7 +116,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	conflicts.WithLabelValues("self")
 	conflicts.WithLabelValues("other")
 	all := []prometheus.Collector{decisions, syncCalls, decisionSeconds, syncSeconds, batchReports, syncBytes,
-		inboundRejected, members, storeDown, pending, pendingSeconds, keys, owned, evicted, expired, problems, conflicts}
+		inboundRejected, authRefused, members, storeDown, pending, pendingSeconds, keys, owned, evicted, expired, problems, conflicts}
 	for i, c := range all {
 		if err := reg.Register(c); err != nil {
 			for _, done := range all[:i] {
@@ -134,6 +139,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 		syncBytes:       syncBytes,
 		batchReports:    batchReports,
 		inboundRejected: inboundRejected,
+		authRefused:     authRefused,
 		members:         members,
 		storeDown:       storeDown,
 		pending:         pending.WithLabelValues("waited"),

@@ -24,6 +24,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	grpcpeer "google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -49,6 +51,9 @@ type Node struct {
 	engine *Engine
 	m      *metrics
 	gossip *gossip.Gossip
+	auth   *peerAuth
+	// running is gossip once started, for the gRPC server's goroutines.
+	running atomic.Pointer[gossip.Gossip]
 
 	grpcServer *grpc.Server
 	health     *health.Server
@@ -126,6 +131,7 @@ func New(cfg Config) (*Node, error) {
 		warn:      logevery.New(warnInterval),
 		failing:   map[string]failStreak{},
 	}
+	n.auth = newPeerAuth(n.authKeys)
 	if ownRegistry {
 		if err := RegisterRuntimeMetrics(cfg.Registry); err != nil {
 			return nil, err
@@ -370,7 +376,13 @@ func (n *Node) Start(ctx context.Context) error {
 	n.loopsWG.Add(1)
 	go n.syncLoop()
 	n.log.Info("node started", "grpc", n.gossip.LocalMember().GRPCAddr, "gossip", n.gossip.LocalMember().Addr,
-		"grpc_listen", n.lis.Addr().String(), "policy", n.cfg.Policy)
+		"grpc_listen", n.lis.Addr().String(), "policy", n.cfg.Policy, "sync_authenticated", n.auth.on())
+	if !n.auth.on() && n.cfg.ServerTLS == nil && n.cfg.Store == nil {
+		n.log.Warn("peer plane open: no gossip secret key (Config.Gossip.SecretKeys) and no TLS (Config.ServerTLS): "+
+			"anyone who reaches the gossip and gRPC ports can join, read the membership and report counts in a member's name; "+
+			"set a gossip key (it also authenticates sync) on any network that is not fully trusted",
+			"gossip", n.gossip.LocalMember().Addr, "grpc", n.lis.Addr().String())
+	}
 	return nil
 }
 
@@ -419,6 +431,7 @@ func (n *Node) start(ctx context.Context) error {
 		return fmt.Errorf("node: %w", err)
 	}
 	n.gossip = g
+	n.running.Store(g)
 	if err := g.Start(ctx); err != nil {
 		n.grpcServer.Stop()
 		switch {
@@ -607,7 +620,35 @@ func (n *Node) call(ctx context.Context, b *Batch) (*peerpb.SyncResponse, error)
 	if err != nil {
 		return nil, err
 	}
-	return p.client.Sync(ctx, b.Req)
+	if !n.auth.on() {
+		return p.client.Sync(ctx, b.Req)
+	}
+	v, reqTag, err := n.auth.signRequest(n.cfg.Clock(), b.Req)
+	if err != nil {
+		return nil, err
+	}
+	var hdr metadata.MD
+	resp, err := p.client.Sync(metadata.AppendToOutgoingContext(ctx, authHeader, v), b.Req, grpc.Header(&hdr))
+	if err != nil {
+		return nil, err
+	}
+	var got string
+	if vs := hdr.Get(authHeader); len(vs) == 1 {
+		got = vs[0]
+	}
+	if err := n.auth.verifyResponse(reqTag, resp, got); err != nil {
+		return nil, fmt.Errorf("%w (from %s)", err, b.Owner)
+	}
+	return resp, nil
+}
+
+// authKeys returns the gossip keyring's keys, primary first: those of the
+// running gossip, or before it runs, the configured ones.
+func (n *Node) authKeys() [][]byte {
+	if g := n.running.Load(); g != nil {
+		return g.Keys()
+	}
+	return n.cfg.Gossip.SecretKeys
 }
 
 // storeHealth switches the admission rule while the store is down: the
@@ -732,11 +773,43 @@ type server struct {
 }
 
 func (s *server) Sync(ctx context.Context, req *peerpb.SyncRequest) (*peerpb.SyncResponse, error) {
-	resp, err := s.n.engine.Handle(s.n.cfg.Clock(), req)
+	now := s.n.cfg.Clock()
+	var reqTag []byte
+	if s.n.auth.on() {
+		var v string
+		if md, ok := metadata.FromIncomingContext(ctx); ok {
+			if vs := md.Get(authHeader); len(vs) == 1 {
+				v = vs[0]
+			}
+		}
+		t, err := s.n.auth.verifyRequest(now, req, v)
+		if err != nil {
+			s.n.m.authRefused.Inc()
+			from := "unknown"
+			if p, ok := grpcpeer.FromContext(ctx); ok && p.Addr != nil {
+				from = p.Addr.String()
+			}
+			if s.n.warn.Allow("auth "+from, now) {
+				s.n.log.Warn("refused unauthenticated sync call", "from", from, "claimed_origin", req.GetOrigin(), "err", err)
+			}
+			return nil, status.Error(codes.Unauthenticated, err.Error())
+		}
+		reqTag = t
+	}
+	resp, err := s.n.engine.Handle(now, req)
 	if err != nil {
 		s.n.m.inboundRejected.Inc()
 		s.n.log.Warn("rejected sync batch", "origin", req.GetOrigin(), "err", err)
 		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if reqTag != nil {
+		v, err := s.n.auth.signResponse(reqTag, resp)
+		if err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		if err := grpc.SetHeader(ctx, metadata.Pairs(authHeader, v)); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
 	}
 	return resp, nil
 }
