@@ -375,8 +375,8 @@ func (n *Node) Start(ctx context.Context) error {
 	n.checkHealth()
 	n.loopsWG.Add(1)
 	go n.syncLoop()
-	n.log.Info("node started", "grpc", n.gossip.LocalMember().GRPCAddr, "gossip", n.gossip.LocalMember().Addr,
-		"grpc_listen", n.lis.Addr().String(), "policy", n.cfg.Policy, "sync_authenticated", n.auth.on())
+	n.log.Info("node started", "sync_authenticated", n.auth.on(), "grpc", n.gossip.LocalMember().GRPCAddr,
+		"gossip", n.gossip.LocalMember().Addr, "grpc_listen", n.lis.Addr().String(), "policy", n.cfg.Policy)
 	if !n.auth.on() && n.cfg.ServerTLS == nil && n.cfg.Store == nil {
 		n.log.Warn("peer plane open: no gossip secret key (Config.Gossip.SecretKeys) and no TLS (Config.ServerTLS): "+
 			"anyone who reaches the gossip and gRPC ports can join, read the membership and report counts in a member's name; "+

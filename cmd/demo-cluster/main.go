@@ -20,6 +20,7 @@ package main
 import (
 	"context"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -128,6 +129,12 @@ func nodeMain(args []string) int {
 	cfg.Logger = logger
 	cfg.Policy = node.Policy(*policy)
 	var err error
+	if k := os.Getenv(demo.GossipKeyEnv); k != "" {
+		if cfg.GossipKey, err = hex.DecodeString(k); err != nil {
+			logger.Error("bad "+demo.GossipKeyEnv, "err", err)
+			return 2
+		}
+	}
 	if cfg.Plan, err = demo.ParsePlan(*plan); err != nil {
 		logger.Error("bad -plan", "err", err)
 		return 2

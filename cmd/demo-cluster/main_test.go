@@ -436,6 +436,14 @@ func TestNoLoadAndParentDeath(t *testing.T) {
 			}
 		}
 	}
+	// The nodes share the key the demo generated: gossip is encrypted and
+	// sync authenticated, and no node warns of an open peer plane.
+	waitFor(t, 10*time.Second, "three nodes started with authenticated sync", func() bool {
+		return strings.Count(r.stderr.String(), "sync_authenticated=true") == 3
+	})
+	if strings.Contains(r.stderr.String(), "peer plane open") {
+		t.Errorf("a demo node warns of an open peer plane:\n%s", tail(r.stderr.String(), 20))
+	}
 	r.checkNodesRunning(t, 3)
 	if err := r.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)

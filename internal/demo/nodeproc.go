@@ -56,6 +56,9 @@ type NodeConfig struct {
 	Partition string
 	// Logger receives the node's logs. Default: discard.
 	Logger *slog.Logger
+	// GossipKey, if set, is the cluster's secret key (16, 24 or 32 bytes):
+	// it encrypts gossip and authenticates sync (node.Config.Gossip).
+	GossipKey []byte
 }
 
 // DefaultNodeConfig returns a NodeConfig with the defaults filled in;
@@ -219,6 +222,9 @@ func startNode(ctx context.Context, cfg NodeConfig) (*nodeServer, net.Listener, 
 		}
 	}
 	nc.Dialer = faultnet.Dialer(s.table, cfg.Name)
+	if len(cfg.GossipKey) > 0 {
+		nc.Gossip.SecretKeys = [][]byte{cfg.GossipKey}
+	}
 	nc.Logger = cfg.Logger
 	n, err := node.New(nc)
 	if err == nil {

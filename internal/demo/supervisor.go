@@ -3,6 +3,8 @@ package demo
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,7 +53,16 @@ type SupervisorConfig struct {
 	// Output receives the nodes' log lines, each prefixed with the node
 	// name. Default: discarded.
 	Output io.Writer
+	// GossipKey is the secret key every node gets (in its environment,
+	// GossipKeyEnv, hex): it encrypts gossip and authenticates sync.
+	// Default: a random 32-byte key, made when the supervisor is created.
+	GossipKey []byte
 }
+
+// GossipKeyEnv is the environment variable through which the supervisor
+// hands its nodes the cluster's gossip key (hex), so that it appears in no
+// command line.
+const GossipKeyEnv = "PEERLIMIT_DEMO_GOSSIP_KEY"
 
 // DefaultSupervisorConfig returns a SupervisorConfig with the defaults
 // filled in; Exe, Args and Plan still need to be set.
@@ -117,6 +128,12 @@ func NewSupervisor(cfg SupervisorConfig) (*Supervisor, error) {
 	if cfg.Output == nil {
 		cfg.Output = io.Discard
 	}
+	if len(cfg.GossipKey) == 0 {
+		cfg.GossipKey = make([]byte, 32)
+		if _, err := rand.Read(cfg.GossipKey); err != nil {
+			return nil, fmt.Errorf("demo: gossip key: %w", err)
+		}
+	}
 	return &Supervisor{
 		cfg:    cfg,
 		log:    cfg.Logger,
@@ -180,7 +197,7 @@ func (s *Supervisor) spawn(i int) error {
 	cmd.Stdout = &lineWriter{prefix: name + " | ", w: s.cfg.Output}
 	cmd.Stderr = cmd.Stdout
 	cmd.WaitDelay = time.Second
-	cmd.Env = os.Environ()
+	cmd.Env = append(os.Environ(), GossipKeyEnv+"="+hex.EncodeToString(s.cfg.GossipKey))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return fmt.Errorf("demo: start %s: %w", name, err)
