@@ -106,7 +106,7 @@ func startKeyedCluster(t *testing.T, n int, key []byte) *testCluster {
 func TestSyncNeedsTheGossipKey(t *testing.T) {
 	key := bytes.Repeat([]byte{7}, 32)
 	c := startKeyedCluster(t, 3, key)
-	// An hour-long window, so that the 3 s of load stay in one.
+	// An hour-long window, so that the 10 s of load stay in one.
 	victim := counters.Limit{Tenant: "victim", Endpoint: "/p", Method: "PUT", Period: time.Hour, Threshold: 1000}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -151,11 +151,11 @@ func TestSyncNeedsTheGossipKey(t *testing.T) {
 		}
 	}()
 
-	// The victim sends 30 requests a second for 3 s, round-robin.
+	// The victim sends 30 requests a second for 10 s, round-robin.
 	admitted, sent := 0, 0
 	tick := time.NewTicker(time.Second / 30)
 	defer tick.Stop()
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		<-tick.C
 		d, err := c.nodes[sent%3].Take(context.Background(), []counters.Limit{victim}, 1)
 		if err != nil {
@@ -276,5 +276,80 @@ func TestSyncKeyRotationUnderLoad(t *testing.T) {
 	_, err = peerpb.NewPeerClient(conn).Sync(metadata.AppendToOutgoingContext(context.Background(), authHeader, v), req)
 	if status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("a call signed with the removed key: %v, want Unauthenticated", err)
+	}
+}
+
+// TestKeyedClusterRefusesOutsiders: on a 3-node cluster with a gossip key,
+// a node with another key, with the key but another label, or with a key
+// the cluster removed cannot join (Start fails with ErrNoSeed under a
+// JoinTimeout, and no member ever sees it), and a second process with the
+// key and a live member's name is refused with ErrNameConflict; the
+// member's counts are untouched.
+func TestKeyedClusterRefusesOutsiders(t *testing.T) {
+	oldKey, key := bytes.Repeat([]byte{5}, 32), bytes.Repeat([]byte{6}, 32)
+	c := startCluster(t, 3, clusterOpts{sync: 100 * time.Millisecond, configure: func(c *Config) {
+		c.Gossip.SecretKeys = [][]byte{oldKey}
+		c.Gossip.Label = "prod"
+	}})
+	for _, step := range []func(*Node) error{
+		func(n *Node) error { return n.Gossip().InstallKey(key) },
+		func(n *Node) error { return n.Gossip().UseKey(key) },
+		func(n *Node) error { return n.Gossip().RemoveKey(oldKey) },
+	} {
+		for _, n := range c.nodes {
+			if err := step(n); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	l := counters.Limit{Tenant: "own", Endpoint: "/p", Method: "GET", Period: time.Hour, Threshold: 1000}
+	for i := 0; i < 5; i++ {
+		if d, err := c.nodes[0].Take(context.Background(), []counters.Limit{l}, 1); err != nil || !d.Allowed {
+			t.Fatalf("take %d: %+v %v", i, d, err)
+		}
+	}
+	c.nodes[0].SyncOnce(context.Background())
+	g0, own0 := globalOf(c.nodes[0], l)
+
+	try := func(name string, keys [][]byte, label string) error {
+		cfg := LocalConfig(name)
+		cfg.Logger = c.nodes[0].log.With("outsider", name)
+		cfg.Gossip.SecretKeys, cfg.Gossip.Label = keys, label
+		cfg.Gossip.Seeds = []string{c.nodes[0].GossipAddr(), c.nodes[1].GossipAddr()}
+		cfg.Gossip.JoinTimeout = 2 * time.Second
+		n, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = n.Start(context.Background())
+		if err == nil {
+			n.Close(context.Background())
+		}
+		return err
+	}
+	for _, tc := range []struct {
+		name  string
+		keys  [][]byte
+		label string
+		want  error
+	}{
+		{"nokey", nil, "prod", ErrNoSeed},
+		{"wrongkey", [][]byte{bytes.Repeat([]byte{9}, 32)}, "prod", ErrNoSeed},
+		{"oldkey", [][]byte{oldKey}, "prod", ErrNoSeed},
+		{"wronglabel", [][]byte{key}, "staging", ErrNoSeed},
+		{c.nodes[1].Name(), [][]byte{key}, "prod", ErrNameConflict},
+	} {
+		if err := try(tc.name, tc.keys, tc.label); !errors.Is(err, tc.want) {
+			t.Errorf("%s: Start = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	for _, n := range c.nodes {
+		if got := fmt.Sprint(n.Engine().Members()); got != fmt.Sprint(names(c.nodes)) {
+			t.Errorf("%s sees %s after the outsiders", n.Name(), got)
+		}
+	}
+	c.nodes[0].SyncOnce(context.Background())
+	if g, own := globalOf(c.nodes[0], l); g != g0 || own != own0 || g != 5 {
+		t.Errorf("counts moved: global %d own %d, were %d and %d", g, own, g0, own0)
 	}
 }

@@ -1,0 +1,89 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/peerlimit/peerlimit/counters"
+	"github.com/peerlimit/peerlimit/internal/peerpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// FuzzSyncHandler feeds the bytes of a Sync request, as a peer may send
+// them, to the handler: protobuf decoding, then Engine.Handle on a lease
+// owner of a 3-member cluster. Nothing may panic; a request the handler
+// accepts gets one total per report, and a refused one leaves the owner's
+// windows as they were.
+func FuzzSyncHandler(f *testing.F) {
+	good := &peerpb.SyncRequest{Origin: "n1", Incarnation: 1, Ack: 0, Reports: []*peerpb.Report{{
+		Tenant: "t", Endpoint: "/p", Method: "GET", PeriodMs: 10_000, WindowStartMs: t0.UnixMilli(),
+		Threshold: 100, Own: 5, Demand: 5, Cap: 30, HasGrant: true, Carry: true, CapFrom: "n0", KnownFrom: "n0",
+	}}}
+	for _, m := range []proto.Message{good, &peerpb.SyncRequest{Origin: "n2", Leaving: true}, &peerpb.SyncRequest{}} {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var req peerpb.SyncRequest
+		if err := proto.Unmarshal(data, &req); err != nil {
+			return // refused by the codec, as gRPC would
+		}
+		e, err := NewEngine(EngineConfig{Name: "n0", Incarnation: 1, Policy: PolicyLease, Table: counters.DefaultConfig(), Ring: ringDefault()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.SetMembers(t0, []string{"n0", "n1", "n2"})
+		before := e.Owner().Stats().Windows
+		resp, err := e.Handle(t0.Add(time.Second), &req)
+		if err != nil {
+			if w := e.Owner().Stats().Windows; w != before {
+				t.Fatalf("refused batch (%v) changed the owner: %d windows, were %d", err, w, before)
+			}
+			return
+		}
+		if len(resp.Totals) != len(req.Reports) {
+			t.Fatalf("%d totals for %d reports", len(resp.Totals), len(req.Reports))
+		}
+	})
+}
+
+// FuzzAuthEnvelope feeds arbitrary tags and request bytes to the
+// authentication check: nothing may panic, and nothing verifies but a tag
+// made with the key for exactly that request.
+func FuzzAuthEnvelope(f *testing.F) {
+	key := bytes.Repeat([]byte{1}, 32)
+	signer := newPeerAuth(keysOf(key))
+	req := &peerpb.SyncRequest{Origin: "n1", Incarnation: 3, Reports: []*peerpb.Report{{Tenant: "t", Own: 1}}}
+	v, _, err := signer.signRequest(t0, req)
+	if err != nil {
+		f.Fatal(err)
+	}
+	body, _ := proto.Marshal(req)
+	f.Add(v, body)
+	f.Add("", body)
+	f.Add(v[:len(v)-1]+"A", body)
+	f.Add("AAAA", []byte{})
+	f.Fuzz(func(t *testing.T, tag string, data []byte) {
+		var r peerpb.SyncRequest
+		if proto.Unmarshal(data, &r) != nil {
+			return
+		}
+		a := newPeerAuth(keysOf(key))
+		_, err := a.verifyRequest(t0, &r, tag)
+		if err == nil && !(tag == v && proto.Equal(&r, req)) {
+			t.Fatalf("tag %q verified for %v", tag, &r)
+		}
+		if err != nil && !errors.Is(err, errAuthBad) && !errors.Is(err, errAuthMissing) && !errors.Is(err, errAuthStale) {
+			t.Fatalf("unexpected error %v", err)
+		}
+		if err := a.verifyResponse([]byte(tag), &peerpb.SyncResponse{}, tag); err == nil {
+			t.Fatalf("answer tag %q verified", tag)
+		}
+	})
+}
