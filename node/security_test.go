@@ -79,6 +79,9 @@ func TestMutualTLSBetweenPeers(t *testing.T) {
 		cfg := LocalConfig(name)
 		cfg.SyncInterval = 50 * time.Millisecond
 		cfg.ServerTLS, cfg.ClientTLS = ca.configs(t, name)
+		// Combined with a gossip key: sync is encrypted by TLS and each
+		// call authenticated by the key's tag as well.
+		cfg.Gossip.SecretKeys = [][]byte{[]byte("0123456789abcdef0123456789abcdef")}
 		if i > 0 {
 			cfg.Gossip.Seeds = []string{nodes[0].GossipAddr()}
 		}
@@ -94,6 +97,9 @@ func TestMutualTLSBetweenPeers(t *testing.T) {
 	}
 	c := &testCluster{t: t, nodes: nodes}
 	c.waitMembers(10*time.Second, nodes...)
+	if !nodes[0].auth.on() {
+		t.Fatal("sync not authenticated with a gossip key set")
+	}
 	l := counters.Limit{Tenant: "tls", Endpoint: "/p", Method: "GET", Period: time.Hour, Threshold: 1000}
 	for _, n := range nodes { // a joiner is pending until its first lease: retry
 		got := 0
