@@ -12,9 +12,18 @@ import (
 // Config configures a Table.
 type Config struct {
 	// MaxEntries bounds the number of counter series held. When the table is
-	// full, a new series evicts an old one (expired first, then the least
-	// recently used of a small sample), and the eviction is counted. A
-	// series costs about 300 bytes. Default 100,000.
+	// full, a new series evicts an old one that holds no count still in use
+	// (expired first, then the least recently used of a small sample of
+	// such), and the eviction is counted. A series whose window holds counts
+	// (or, for sliding tiers, whose previous window still weighs), or counts
+	// its owner has not acknowledged, is never evicted: when the sample holds
+	// none that may go, the new series' requests are decided and counted on
+	// the overflow series of their SLA tier (tenant OverflowTenant, the same
+	// endpoint, method, period and limit), which every such newcomer shares
+	// until room frees up (Stats.Overflowed). A flood of distinct tenants so
+	// neither empties the limits of tenants in use nor gets more than one
+	// tenant's limit per tier. Overflow series are held beyond MaxEntries:
+	// one per tier in use. A series costs about 300 bytes. Default 100,000.
 	MaxEntries int
 	// Shards is the number of independently locked parts of the table, a
 	// power of two. More shards mean less contention between cores and a
@@ -65,11 +74,12 @@ type Table struct {
 	share   atomic.Uint64 // members<<32 | index
 	contact atomic.Pointer[ContactFunc]
 
-	askMu   sync.Mutex
-	asking  []*Entry // series with a pending decision since the last TakeAsking
-	evicted atomic.Uint64
-	expired atomic.Uint64
-	lost    atomic.Uint64 // unreported cost dropped with evicted series
+	askMu      sync.Mutex
+	asking     []*Entry // series with a pending decision since the last TakeAsking
+	evicted    atomic.Uint64
+	expired    atomic.Uint64
+	overflowed atomic.Uint64 // new series sent to an overflow series
+	lost       atomic.Uint64 // unreported cost dropped with evicted series
 }
 
 // shard is one part of the table: a fixed-size open-addressing array,
@@ -236,11 +246,16 @@ type Stats struct {
 	EvictedUnreported uint64
 	// Expired counts series removed by Sweep after their last window.
 	Expired uint64
+	// Overflowed counts the times a new series could not get a place (the
+	// table full of series in use) and its request went to the overflow
+	// series of its tier.
+	Overflowed uint64
 }
 
 // Stats returns the current size and eviction counters.
 func (t *Table) Stats() Stats {
-	return Stats{Entries: t.Len(), Evicted: t.evicted.Load(), EvictedUnreported: t.lost.Load(), Expired: t.expired.Load()}
+	return Stats{Entries: t.Len(), Evicted: t.evicted.Load(), EvictedUnreported: t.lost.Load(), Expired: t.expired.Load(),
+		Overflowed: t.overflowed.Load()}
 }
 
 // Len returns the number of series held.
@@ -280,18 +295,46 @@ func (t *Table) lookup(l *Limit, h uint64, now int64) *Entry {
 	if e := s.tab.Load().find(l, h); e != nil {
 		return e
 	}
+	e, full := t.create(s, l, h, now)
+	if !full {
+		return e
+	}
+	// The table is full of series in use: the request goes to its tier's
+	// overflow series, which may exceed the bound (one per tier).
+	t.overflowed.Add(1)
+	o := *l
+	o.Tenant = OverflowTenant
+	oh := o.Hash()
+	os := t.shardOf(oh)
+	if e := os.tab.Load().find(&o, oh); e != nil {
+		return e
+	}
+	e, _ = t.create(os, &o, oh, now)
+	return e
+}
+
+// OverflowTenant is the tenant of the overflow series (see
+// Config.MaxEntries). It starts with a NUL byte, which no tenant the HTTP
+// filter accepts can.
+const OverflowTenant = "\x00overflow"
+
+// create adds l's series to shard s, evicting a series that holds no count
+// in use if the shard is full. It reports full, and adds nothing, if the
+// shard is full and the sample held no such series (but an overflow series
+// is always added). It returns nil for an identity that cannot travel.
+func (t *Table) create(s *shard, l *Limit, h uint64, now int64) (e *Entry, full bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e := s.tab.Load().find(l, h); e != nil {
-		return e
+		return e, false
 	}
 	if !validIdentity(l) {
-		return nil
+		return nil, false
 	}
-	if s.n >= s.cap {
-		t.evictOne(s, now)
+	if s.n >= s.cap && !t.evictOne(s, now) && l.Tenant != OverflowTenant {
+		return nil, true
 	}
-	e := &Entry{
+	e = &Entry{
 		key:       t.seq.Add(1),
 		hash:      h,
 		scope:     scopeHash(l.Endpoint, l.Method, l.Period),
@@ -305,7 +348,7 @@ func (t *Table) lookup(l *Limit, h uint64, now int64) *Entry {
 	e.roll(now, t)
 	e.lastUsed.Store(now)
 	s.insert(e)
-	return e
+	return e, false
 }
 
 // insert places e in the first free or tombstoned slot of its probe chain,
@@ -376,9 +419,10 @@ func (s *shard) rebuild(capacity int) {
 const evictSample = 8
 
 // evictOne removes one series from a full shard: an expired one if the
-// sample holds one, else the least recently used of the sample. The sample
-// starts at a pseudo-random slot. s.mu must be held.
-func (t *Table) evictOne(s *shard, now int64) {
+// sample holds one, else the least recently used of the sample's series
+// that hold no count in use (Entry.idle). The sample starts at a
+// pseudo-random slot. It reports whether it removed one. s.mu must be held.
+func (t *Table) evictOne(s *shard, now int64) bool {
 	sl := s.tab.Load()
 	s.rnd ^= s.rnd << 13
 	s.rnd ^= s.rnd >> 7
@@ -391,12 +435,12 @@ func (t *Table) evictOne(s *shard, now int64) {
 			continue
 		}
 		n++
-		if victim == nil || score(e, now) < score(victim, now) {
+		if (victim == nil || score(e, now) < score(victim, now)) && e.idle(now) {
 			victim = e
 		}
 	}
 	if victim == nil {
-		return
+		return false
 	}
 	victim.mu.Lock()
 	victim.dead = true
@@ -406,12 +450,34 @@ func (t *Table) evictOne(s *shard, now int64) {
 	s.remove(victim)
 	if expired {
 		t.expired.Add(1)
-		return
+		return true
 	}
 	t.evicted.Add(1)
 	if lost > 0 {
 		t.lost.Add(uint64(lost))
 	}
+	return true
+}
+
+// idle reports whether the series holds no count that still matters at
+// now: it expired, or its owner acknowledged all its counts and none of
+// them weighs in a decision any more (the current window's for fixed
+// tiers; for sliding ones the previous window's too). The overflow series
+// are never idle while they hold counts either.
+func (e *Entry) idle(now int64) bool {
+	if e.expiresAt.Load() < now {
+		return true
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cur.Unreported() > 0 || e.prev.Unreported() > 0 {
+		return false
+	}
+	weighs := e.period // how long after its start a window's count counts
+	if e.alg == Sliding {
+		weighs *= 2
+	}
+	return !(e.cur.Own > 0 && now < e.cur.Start+weighs) && !(e.prev.Own > 0 && now < e.prev.Start+weighs)
 }
 
 // score orders eviction candidates: expired series first, then by last use.

@@ -242,7 +242,24 @@ func TestConcurrentTakesExact(t *testing.T) {
 	}
 }
 
-func TestFloodOfDistinctKeysStaysAtCap(t *testing.T) {
+// ackAll marks every count of every series acknowledged by its owner, as
+// a sync round does.
+func ackAll(tb *Table) {
+	tb.Range(func(e *Entry) bool {
+		e.Lock()
+		e.cur.Acked, e.prev.Acked = e.cur.Own, e.prev.Own
+		e.Unlock()
+		return true
+	})
+}
+
+// TestFloodOfDistinctKeysKeepsCounts: a million distinct tenants against a
+// table of 100,000 series. Every series that holds a count stays; the
+// newcomers beyond the bound share their tier's overflow series, which
+// admits one tenant's limit; memory stays at the bound plus that one
+// series. Once the window is over and its counts acknowledged, the series
+// make room again.
+func TestFloodOfDistinctKeysKeepsCounts(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.MaxEntries = 100_000
 	tb, err := NewTable(cfg)
@@ -252,26 +269,39 @@ func TestFloodOfDistinctKeysStaysAtCap(t *testing.T) {
 	const flood = 1_000_000
 	limits := []Limit{{Endpoint: "/p", Method: "GET", Period: 10 * time.Second, Threshold: 10}}
 	buf := make([]byte, 0, 16)
+	admitted := 0
 	for i := 0; i < flood; i++ {
 		buf = fmt.Appendf(buf[:0], "tenant-%d", i)
 		limits[0].Tenant = string(buf)
-		if !tb.Allow(at(time.Second), limits...) {
-			t.Fatalf("fresh tenant %d denied", i)
+		if tb.Allow(at(time.Second), limits...) {
+			admitted++
 		}
-		if i%100_000 == 0 && tb.Len() > cfg.MaxEntries {
-			t.Fatalf("after %d keys the table holds %d > cap %d", i, tb.Len(), cfg.MaxEntries)
+		if i%100_000 == 0 && tb.Len() > cfg.MaxEntries+1 {
+			t.Fatalf("after %d keys the table holds %d > cap %d + the overflow series", i, tb.Len(), cfg.MaxEntries)
 		}
 	}
 	st := tb.Stats()
-	if st.Entries != cfg.MaxEntries {
-		t.Errorf("entries = %d, want exactly the cap %d", st.Entries, cfg.MaxEntries)
+	if st.Entries != cfg.MaxEntries+1 || st.Evicted != 0 || st.EvictedUnreported != 0 {
+		t.Errorf("stats %+v: want the cap %d plus the overflow series, nothing evicted", st, cfg.MaxEntries)
 	}
-	if st.Evicted != flood-uint64(cfg.MaxEntries) {
-		t.Errorf("evicted = %d, want %d", st.Evicted, flood-cfg.MaxEntries)
+	if st.Overflowed != flood-uint64(cfg.MaxEntries) || admitted != cfg.MaxEntries+10 {
+		t.Errorf("overflowed %d, admitted %d: want %d overflowed and the overflow series' limit of 10 admitted beyond the %d",
+			st.Overflowed, admitted, flood-cfg.MaxEntries, cfg.MaxEntries)
 	}
-	// Every evicted series held one unreported request.
-	if st.EvictedUnreported != st.Evicted {
-		t.Errorf("evicted unreported = %d, want %d", st.EvictedUnreported, st.Evicted)
+	if e := tb.Get(OverflowTenant, "/p", "GET", 10*time.Second); e == nil || e.Current().Own != 10 {
+		t.Errorf("overflow series %v: want 10 admitted on it", e)
+	}
+	// The next window, counts acknowledged: new tenants take idle places.
+	ackAll(tb)
+	for i := 0; i < 1000; i++ {
+		buf = fmt.Appendf(buf[:0], "late-%d", i)
+		limits[0].Tenant = string(buf)
+		if !tb.Allow(at(11*time.Second), limits...) {
+			t.Fatalf("late tenant %d denied once the flood's window was over", i)
+		}
+	}
+	if st2 := tb.Stats(); st2.Overflowed != st.Overflowed || st2.Evicted != 1000 || st2.EvictedUnreported != 0 {
+		t.Errorf("after the window: %+v, want 1000 idle series evicted, none overflowed, no count lost", st2)
 	}
 }
 
@@ -293,10 +323,20 @@ func TestEvictionPrefersExpiredThenOldest(t *testing.T) {
 	if st := tb.Stats(); st.Expired != 1 || st.Evicted != 0 || st.Entries != 4 {
 		t.Errorf("stats = %+v, want 1 expired, 0 evicted, 4 entries", st)
 	}
+	ackAll(tb)
 	tb.Allow(at(6*time.Second), l("b"), l("c"), l("e"))
-	tb.Allow(at(6*time.Second), l("f")) // full, none expired: LRU "d" goes
+	tb.Allow(at(6*time.Second), l("f")) // full, none expired: LRU "d", idle, goes
 	if tb.Get("d", "/p", "GET", time.Second) != nil {
 		t.Error("least recently used series was not the one evicted")
+	}
+	// Full of series whose counts are in use: none goes, and "g" is
+	// counted on the overflow series.
+	tb.Allow(at(6*time.Second), l("g"))
+	if st := tb.Stats(); tb.Get("g", "/p", "GET", time.Second) != nil || st.Overflowed != 1 || st.Evicted != 1 {
+		t.Errorf("stats %+v: a series in use was evicted for a newcomer", st)
+	}
+	if e := tb.Get(OverflowTenant, "/p", "GET", time.Second); e == nil || e.Current().Own != 1 {
+		t.Errorf("overflow series %v: want g's request on it", e)
 	}
 }
 

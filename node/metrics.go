@@ -102,6 +102,10 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	expired := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "peerlimit_expired_total", Help: "Counter series removed after their last window.",
 	}, func() float64 { return float64(n.engine.Table().Stats().Expired) })
+	overflow := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "peerlimit_series_overflow_total",
+		Help: "Requests of new series decided on their tier's overflow series because the table was full of series in use (counters.Config.MaxEntries).",
+	}, func() float64 { return float64(n.engine.Table().Stats().Overflowed) })
 	problems := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "peerlimit_health_problem",
 		Help: "1 while the node has this problem (name_conflict, no_seed, peer_unreachable, store_unreachable); see Node.Health.",
@@ -116,7 +120,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	conflicts.WithLabelValues("self")
 	conflicts.WithLabelValues("other")
 	all := []prometheus.Collector{decisions, syncCalls, decisionSeconds, syncSeconds, batchReports, syncBytes,
-		inboundRejected, authRefused, members, storeDown, pending, pendingSeconds, keys, owned, evicted, expired, problems, conflicts}
+		inboundRejected, authRefused, members, storeDown, pending, pendingSeconds, keys, owned, evicted, expired, overflow, problems, conflicts}
 	for i, c := range all {
 		if err := reg.Register(c); err != nil {
 			for _, done := range all[:i] {
