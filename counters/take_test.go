@@ -275,6 +275,13 @@ func TestFloodOfDistinctKeysKeepsCounts(t *testing.T) {
 		limits[0].Tenant = string(buf)
 		if tb.Allow(at(time.Second), limits...) {
 			admitted++
+		} else if i < cfg.MaxEntries {
+			t.Fatalf("tenant %d denied: the table holds exactly MaxEntries series before it is full", i)
+		}
+		if i == cfg.MaxEntries-1 {
+			if st := tb.Stats(); st.Entries != cfg.MaxEntries || st.Overflowed != 0 || st.Evicted != 0 {
+				t.Fatalf("with MaxEntries series: %+v, want them all held, nothing overflowed or evicted", st)
+			}
 		}
 		if i%100_000 == 0 && tb.Len() > cfg.MaxEntries+1 {
 			t.Fatalf("after %d keys the table holds %d > cap %d + the overflow series", i, tb.Len(), cfg.MaxEntries)
