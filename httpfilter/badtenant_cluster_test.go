@@ -2,15 +2,11 @@ package httpfilter
 
 import (
 	"context"
-	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/peerlimit/peerlimit/counters"
 	"github.com/peerlimit/peerlimit/internal/testutil"
-	"github.com/peerlimit/peerlimit/node"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -21,36 +17,7 @@ import (
 // counted; every sync call keeps succeeding, and the good tenants' counts
 // reach their owners (each node's cached global total is the cluster's).
 func TestBadTenantsNeverStopSync(t *testing.T) {
-	var nodes []*node.Node
-	for i := range 3 {
-		cfg := node.LocalConfig(fmt.Sprintf("n%d", i))
-		cfg.Logger = testutil.Logger(t)
-		cfg.SyncInterval = 100 * time.Millisecond
-		for _, n := range nodes {
-			cfg.Gossip.Seeds = append(cfg.Gossip.Seeds, n.GossipAddr())
-		}
-		n, err := node.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := n.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			_ = n.Close(ctx)
-		})
-		nodes = append(nodes, n)
-	}
-	testutil.WaitFor(t, 10*time.Second, "3 members everywhere", func() bool {
-		for _, n := range nodes {
-			if len(n.Engine().Members()) != 3 {
-				return false
-			}
-		}
-		return true
-	})
+	nodes := startNodes(t, 3, nil)
 
 	limits := mustParse(t, y(`
 slas:
@@ -59,18 +26,7 @@ slas:
     tenant: {fromPath: orgId}
     tiers: [{period: 1h, threshold: 1000}]
 `))
-	var servers []*httptest.Server
-	for _, n := range nodes {
-		f, err := New(n, limits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mux := http.NewServeMux()
-		mux.HandleFunc("PUT /v1/organizations/{orgId}/product/{id}", func(http.ResponseWriter, *http.Request) {})
-		srv := httptest.NewServer(f.Middleware(mux))
-		t.Cleanup(srv.Close)
-		servers = append(servers, srv)
-	}
+	servers := putProductServers(t, nodes, limits)
 
 	good := []string{"acme", "globex", "initech"}
 	bad := []string{"%ff%fe", "a%00b", "%c3%28", "x%7f"}

@@ -1,17 +1,13 @@
 package httpfilter
 
 import (
-	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/peerlimit/peerlimit/counters"
-	"github.com/peerlimit/peerlimit/internal/testutil"
 	"github.com/peerlimit/peerlimit/node"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -28,37 +24,9 @@ import (
 // series, and the overflow is counted in peerlimit_series_overflow_total.
 func TestFloodKeepsTenantsInUse(t *testing.T) {
 	const maxEntries, limit, flood = 1000, 200, 9000
-	var nodes []*node.Node
-	for i := range 3 {
-		cfg := node.LocalConfig(fmt.Sprintf("n%d", i))
-		cfg.Logger = testutil.Logger(t)
-		cfg.SyncInterval = 100 * time.Millisecond
-		cfg.Table = counters.DefaultConfig()
-		cfg.Table.MaxEntries, cfg.Table.Shards = maxEntries, 8
-		for _, n := range nodes {
-			cfg.Gossip.Seeds = append(cfg.Gossip.Seeds, n.GossipAddr())
-		}
-		n, err := node.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := n.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			_ = n.Close(ctx)
-		})
-		nodes = append(nodes, n)
-	}
-	testutil.WaitFor(t, 10*time.Second, "3 members everywhere", func() bool {
-		for _, n := range nodes {
-			if len(n.Engine().Members()) != 3 {
-				return false
-			}
-		}
-		return true
+	nodes := startNodes(t, 3, func(c *node.Config) {
+		c.Table = counters.DefaultConfig()
+		c.Table.MaxEntries, c.Table.Shards = maxEntries, 8
 	})
 	limits := mustParse(t, y(fmt.Sprintf(`
 slas:
@@ -67,18 +35,7 @@ slas:
     tenant: {fromPath: orgId}
     tiers: [{period: 1h, threshold: %d}]
 `, limit)))
-	var servers []*httptest.Server
-	for _, n := range nodes {
-		f, err := New(n, limits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mux := http.NewServeMux()
-		mux.HandleFunc("PUT /v1/organizations/{orgId}/product/{id}", func(http.ResponseWriter, *http.Request) {})
-		srv := httptest.NewServer(f.Middleware(mux))
-		t.Cleanup(srv.Close)
-		servers = append(servers, srv)
-	}
+	servers := putProductServers(t, nodes, limits)
 	put := func(i int, tenant string) int {
 		srv := servers[i%len(servers)]
 		return doReq(t, srv.Client(), "PUT", srv.URL+"/v1/organizations/"+tenant+"/product/1", nil).status
