@@ -102,6 +102,15 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	expired := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "peerlimit_expired_total", Help: "Counter series removed after their last window.",
 	}, func() float64 { return float64(n.engine.Table().Stats().Expired) })
+	authenticated := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "peerlimit_sync_authenticated",
+		Help: "1 while sync calls are signed and checked with a key of the gossip keyring, 0 without one.",
+	}, func() float64 {
+		if n.auth.on() {
+			return 1
+		}
+		return 0
+	})
 	overflow := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "peerlimit_series_overflow_total",
 		Help: "Requests of new series decided on their tier's overflow series because the table was full of series in use (counters.Config.MaxEntries).",
@@ -120,7 +129,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	conflicts.WithLabelValues("self")
 	conflicts.WithLabelValues("other")
 	all := []prometheus.Collector{decisions, syncCalls, decisionSeconds, syncSeconds, batchReports, syncBytes,
-		inboundRejected, authRefused, members, storeDown, pending, pendingSeconds, keys, owned, evicted, expired, overflow, problems, conflicts}
+		inboundRejected, authRefused, members, storeDown, pending, pendingSeconds, keys, owned, evicted, expired, overflow, authenticated, problems, conflicts}
 	for i, c := range all {
 		if err := reg.Register(c); err != nil {
 			for _, done := range all[:i] {

@@ -438,9 +438,17 @@ func TestNoLoadAndParentDeath(t *testing.T) {
 	}
 	// The nodes share the key the demo generated: gossip is encrypted and
 	// sync authenticated, and no node warns of an open peer plane.
-	waitFor(t, 10*time.Second, "three nodes started with authenticated sync", func() bool {
-		return strings.Count(r.stderr.String(), "sync_authenticated=true") == 3
-	})
+	for _, u := range urls {
+		resp, err := client.Get(u + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), "\npeerlimit_sync_authenticated 1\n") {
+			t.Errorf("%s: sync not authenticated (no peerlimit_sync_authenticated 1 in /metrics)", u)
+		}
+	}
 	if strings.Contains(r.stderr.String(), "peer plane open") {
 		t.Errorf("a demo node warns of an open peer plane:\n%s", tail(r.stderr.String(), 20))
 	}
