@@ -94,6 +94,10 @@ func TestPeerAuthTags(t *testing.T) {
 func startKeyedCluster(t *testing.T, n int, key []byte) *testCluster {
 	return startCluster(t, n, clusterOpts{sync: 100 * time.Millisecond, configure: func(c *Config) {
 		c.Gossip.SecretKeys = [][]byte{key}
+		// A first request waits for its owner's answer; on a machine
+		// starved by the attacker's loop under -race, let it wait long
+		// enough that a denial can only come from the limit.
+		c.PendingWait = 3 * time.Second
 	}})
 }
 
@@ -290,6 +294,7 @@ func TestKeyedClusterRefusesOutsiders(t *testing.T) {
 	c := startCluster(t, 3, clusterOpts{sync: 100 * time.Millisecond, configure: func(c *Config) {
 		c.Gossip.SecretKeys = [][]byte{oldKey}
 		c.Gossip.Label = "prod"
+		c.PendingWait = 3 * time.Second // see startKeyedCluster
 	}})
 	for _, step := range []func(*Node) error{
 		func(n *Node) error { return n.Gossip().InstallKey(key) },
