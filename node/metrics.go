@@ -74,7 +74,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	})
 	authRefused := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "peerlimit_sync_auth_refused_total",
-		Help: "Inbound sync calls refused because their authentication tag was missing, wrong, stale or replayed (gossip secret keys set).",
+		Help: "Sync calls refused because their authentication tag was missing, wrong, stale or replayed, and answers refused because theirs did not verify (gossip secret keys set).",
 	})
 	members := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "peerlimit_members", Help: "Alive members in this node's view, itself included.",

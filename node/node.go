@@ -637,6 +637,7 @@ func (n *Node) call(ctx context.Context, b *Batch) (*peerpb.SyncResponse, error)
 		got = vs[0]
 	}
 	if err := n.auth.verifyResponse(reqTag, resp, got); err != nil {
+		n.m.authRefused.Inc()
 		return nil, fmt.Errorf("%w (from %s)", err, b.Owner)
 	}
 	return resp, nil
