@@ -1,0 +1,215 @@
+// Command peerlimit runs a peerlimit node as a rate limit server: it
+// answers Envoy's rate limit service API
+// (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit) from the
+// node's memory, with limits in envoyproxy/ratelimit's configuration
+// format, and its instances share every limit with no store.
+//
+//	peerlimit -config-dir /etc/ratelimit/config -seeds ratelimit-0.ratelimit:7946
+//
+// Every flag may also be set by an environment variable: -config-dir by
+// PEERLIMIT_CONFIG_DIR, -gossip-key by PEERLIMIT_GOSSIP_KEY, and so on (the
+// flag's name in upper case, dashes as underscores). A flag given on the
+// command line wins. SIGHUP reloads the configuration directory; SIGINT
+// and SIGTERM leave the cluster gracefully.
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/peerlimit/peerlimit/node"
+	"github.com/peerlimit/peerlimit/rls"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	os.Exit(run(ctx, os.Args[1:], os.Getenv, hup, os.Stdout, os.Stderr))
+}
+
+// options are the command's settings.
+type options struct {
+	name, configDir, rlsAddr, httpAddr, addr, seeds, gossipKey, logLevel string
+	gossipPort, peerPort                                                 int
+	local                                                                bool
+}
+
+func parse(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	host, _ := os.Hostname()
+	fs := flag.NewFlagSet("peerlimit", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.name, "name", host, "member name, unique in the cluster")
+	fs.StringVar(&o.configDir, "config-dir", "", "directory of envoy ratelimit configuration files (*.yaml, *.yml); required")
+	fs.StringVar(&o.rlsAddr, "rls-addr", ":8081", "gRPC address of the rate limit service (with health and reflection)")
+	fs.StringVar(&o.httpAddr, "http-addr", ":8080", "HTTP address of /metrics and /healthz")
+	fs.StringVar(&o.addr, "addr", "", "address to bind the peer ports to and publish (default: every interface, published at the host's private address)")
+	fs.IntVar(&o.gossipPort, "gossip-port", 7946, "gossip port (UDP and TCP)")
+	fs.IntVar(&o.peerPort, "peer-port", node.DefaultGRPCPort, "peer sync gRPC port")
+	fs.StringVar(&o.seeds, "seeds", "", "comma-separated gossip addresses (host:port) of members to join")
+	fs.StringVar(&o.gossipKey, "gossip-key", "", "base64 secret key (16, 24 or 32 bytes): encrypts gossip and authenticates sync")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&o.local, "local", false, "run on 127.0.0.1 with OS-chosen peer ports and the fast local gossip profile (tests, trying it out)")
+	set := map[string]bool{}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		env := "PEERLIMIT_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(env); v != "" && !set[f.Name] {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", env, v, err))
+			}
+		}
+	})
+	if o.configDir == "" {
+		errs = append(errs, errors.New("-config-dir (or PEERLIMIT_CONFIG_DIR) is required"))
+	}
+	return o, errors.Join(errs...)
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, hup <-chan os.Signal, stdout, stderr io.Writer) int {
+	o, err := parse(args, getenv, stderr)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, "peerlimit:", err)
+		}
+		return 2
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
+		fmt.Fprintln(stderr, "peerlimit: -log-level:", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+	cfg, err := rls.LoadDir(o.configDir)
+	if err != nil {
+		fmt.Fprintln(stderr, "peerlimit:", err)
+		return 1
+	}
+
+	nc := node.DefaultConfig()
+	if o.local {
+		nc = node.LocalConfig(o.name)
+	} else {
+		nc.Addr = o.addr
+		nc.Gossip.BindPort = o.gossipPort
+		nc.GRPCAddr = fmt.Sprintf(":%d", o.peerPort)
+	}
+	nc.Name = o.name
+	nc.Logger = log
+	if o.seeds != "" {
+		nc.Gossip.Seeds = strings.Split(o.seeds, ",")
+	}
+	if o.gossipKey != "" {
+		key, err := base64.StdEncoding.DecodeString(o.gossipKey)
+		if err != nil {
+			fmt.Fprintln(stderr, "peerlimit: -gossip-key: not base64:", err)
+			return 2
+		}
+		nc.Gossip.SecretKeys = [][]byte{key}
+	}
+	n, err := node.New(nc)
+	if err != nil {
+		fmt.Fprintln(stderr, "peerlimit:", err)
+		return 2
+	}
+	if err := n.Start(ctx); err != nil {
+		fmt.Fprintln(stderr, "peerlimit:", err)
+		return 1
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), nc.CloseTimeout)
+		defer cancel()
+		_ = n.Close(cctx)
+	}()
+
+	srv := rls.NewServer(n, cfg)
+	gs := grpc.NewServer()
+	rlsv3.RegisterRateLimitServiceServer(gs, srv)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	rlsLis, err := net.Listen("tcp", o.rlsAddr)
+	if err != nil {
+		fmt.Fprintln(stderr, "peerlimit: -rls-addr:", err)
+		return 1
+	}
+	go func() { _ = gs.Serve(rlsLis) }()
+	defer gs.GracefulStop()
+
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", n.MetricsHandler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := n.Health(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok\n")
+	})
+	httpLis, err := net.Listen("tcp", o.httpAddr)
+	if err != nil {
+		fmt.Fprintln(stderr, "peerlimit: -http-addr:", err)
+		return 1
+	}
+	hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = hsrv.Serve(httpLis) }()
+	defer hsrv.Close()
+
+	// Health follows the node's: NOT_SERVING while it reports a problem.
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			st := healthpb.HealthCheckResponse_SERVING
+			if n.Health() != nil {
+				st = healthpb.HealthCheckResponse_NOT_SERVING
+			}
+			hs.SetServingStatus("", st)
+			hs.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, st)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+
+	fmt.Fprintf(stdout, "peerlimit %s: rls %s http %s gossip %s domains %s\n", o.name, rlsLis.Addr(), httpLis.Addr(), n.GossipAddr(), strings.Join(cfg.Domains(), ","))
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("leaving")
+			return 0
+		case <-hup:
+			c, err := rls.LoadDir(o.configDir)
+			if err != nil {
+				log.Error("reload refused; the previous configuration stays", "err", err)
+				continue
+			}
+			srv.Set(c)
+			log.Info("configuration reloaded", "domains", c.Domains())
+		}
+	}
+}

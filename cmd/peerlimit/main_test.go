@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/peerlimit/peerlimit/internal/testutil"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type instance struct {
+	rls, http, gossip string
+	hup               chan os.Signal
+	done              chan int
+}
+
+var ready = regexp.MustCompile(`peerlimit \S+: rls (\S+) http (\S+) gossip (\S+) domains`)
+
+func start(t *testing.T, ctx context.Context, args []string, env map[string]string) *instance {
+	t.Helper()
+	out := &syncBuffer{}
+	in := &instance{hup: make(chan os.Signal, 1), done: make(chan int, 1)}
+	go func() { in.done <- run(ctx, args, func(k string) string { return env[k] }, in.hup, out, io.Discard) }()
+	testutil.WaitFor(t, 10*time.Second, "the ready line", func() bool {
+		select {
+		case code := <-in.done:
+			t.Fatalf("peerlimit exited with %d", code)
+		default:
+		}
+		m := ready.FindStringSubmatch(out.String())
+		if m == nil {
+			return false
+		}
+		in.rls, in.http, in.gossip = m[1], m[2], m[3]
+		return true
+	})
+	return in
+}
+
+func writeConfig(t *testing.T, dir, name, content string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTwoServersShareALimit: two peerlimit processes' worth of servers (in
+// this test process, on 127.0.0.1), the second configured through the
+// environment, form one cluster; an envoy ratelimit configuration
+// directory loads unchanged; requests spread over both get the limit
+// once; health and metrics answer; SIGHUP reloads the directory; the
+// servers leave on cancel.
+func TestTwoServersShareALimit(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, dir, "edge.yaml", "domain: edge\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: minute, requests_per_unit: 7}\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	a := start(t, ctx, []string{"-local", "-name", "a", "-config-dir", dir, "-rls-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-log-level", "warn"}, nil)
+	b := start(t, ctx, []string{"-local", "-rls-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0"},
+		map[string]string{"PEERLIMIT_NAME": "b", "PEERLIMIT_CONFIG_DIR": dir, "PEERLIMIT_SEEDS": a.gossip, "PEERLIMIT_LOG_LEVEL": "warn"})
+	var clients []rlsv3.RateLimitServiceClient
+	var conns []*grpc.ClientConn
+	for _, in := range []*instance{a, b} {
+		conn, err := grpc.NewClient(in.rls, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conns = append(conns, conn)
+		clients = append(clients, rlsv3.NewRateLimitServiceClient(conn))
+	}
+	testutil.WaitFor(t, 10*time.Second, "both members in each one's metrics", func() bool {
+		for _, in := range []*instance{a, b} {
+			if !strings.Contains(get(t, "http://"+in.http+"/metrics"), "\npeerlimit_members 2\n") {
+				return false
+			}
+		}
+		return true
+	})
+	req := func(domain, tenant string) *rlsv3.RateLimitRequest {
+		return &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "tenant", Value: tenant}}}}}
+	}
+	ok := 0
+	for i := range 20 {
+		r, err := clients[i%2].ShouldRateLimit(context.Background(), req("edge", "acme"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.OverallCode == rlsv3.RateLimitResponse_OK {
+			ok++
+		}
+	}
+	if ok != 7 {
+		t.Errorf("%d of 20 OK over two servers, want the limit of 7", ok)
+	}
+	h, err := healthpb.NewHealthClient(conns[0]).Check(context.Background(), &healthpb.HealthCheckRequest{Service: rlsv3.RateLimitService_ServiceDesc.ServiceName})
+	if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("health: %v %v", h, err)
+	}
+	if s := get(t, "http://"+a.http+"/healthz"); s != "ok\n" {
+		t.Errorf("/healthz: %q", s)
+	}
+
+	// A new domain, loaded on SIGHUP.
+	writeConfig(t, dir, "db.yaml", "domain: db\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: hour, requests_per_unit: 1}\n")
+	a.hup <- os.Interrupt // any signal value: the channel is the command's SIGHUP
+	testutil.WaitFor(t, 5*time.Second, "domain db in force", func() bool {
+		r, err := clients[0].ShouldRateLimit(context.Background(), req("db", "reload"))
+		return err == nil && len(r.Statuses) == 1 && r.Statuses[0].CurrentLimit.GetRequestsPerUnit() == 1
+	})
+	cancel()
+	for _, in := range []*instance{a, b} {
+		select {
+		case code := <-in.done:
+			if code != 0 {
+				t.Errorf("exit code %d", code)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("did not exit after cancel")
+		}
+	}
+}
+
+func TestBadSettings(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, dir, "bad.yaml", "domain: edge\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		code int
+		want string
+	}{
+		{nil, nil, 2, "-config-dir (or PEERLIMIT_CONFIG_DIR) is required"},
+		{[]string{"-config-dir", dir}, nil, 1, `bad.yaml:4: descriptors[0].rate_limit.unit: "fortnight" is not a unit`},
+		{[]string{"-config-dir", dir}, map[string]string{"PEERLIMIT_GOSSIP_PORT": "many"}, 2, `PEERLIMIT_GOSSIP_PORT="many"`},
+		{[]string{"-nope"}, nil, 2, "flag provided but not defined: -nope"},
+	} {
+		var stderr syncBuffer
+		code := run(context.Background(), tc.args, func(k string) string { return tc.env[k] }, nil, io.Discard, &stderr)
+		if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v %v: exit %d, stderr %q; want %d and %q", tc.args, tc.env, code, stderr.String(), tc.code, tc.want)
+		}
+	}
+}
+
+func get(t *testing.T, u string) string {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}

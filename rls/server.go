@@ -1,0 +1,198 @@
+package rls
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/peerlimit/peerlimit/counters"
+	"github.com/peerlimit/peerlimit/node"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// Method is the counters.Limit Method of every series the server counts:
+// a descriptor's series is (tenant: its entries, endpoint: its domain,
+// method: Method, period: its unit).
+const Method = "RLS"
+
+// maxEntries bounds the entries of one descriptor, and maxDescriptors the
+// descriptors of one request.
+const (
+	maxEntries     = 16
+	maxDescriptors = counters.MaxLimits
+)
+
+// Server answers ShouldRateLimit from a node, with the limits of a Config
+// (which Set may replace at any time).
+type Server struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	n   *node.Node
+	cfg atomic.Pointer[Config]
+}
+
+// NewServer returns a server deciding with n under cfg.
+func NewServer(n *node.Node, cfg *Config) *Server {
+	s := &Server{n: n}
+	s.cfg.Store(cfg)
+	return s
+}
+
+// Set replaces the configuration (a reload); counts carry over for the
+// descriptors whose domain, entries and unit stay the same.
+func (s *Server) Set(cfg *Config) { s.cfg.Store(cfg) }
+
+// ShouldRateLimit implements the Envoy rate limit service. Each descriptor
+// is decided on its own, as envoy ratelimit does: its limit is the one the
+// configuration's tree gives for its entries (or the override the request
+// carries), its cost the descriptor's hits_addend, else the request's,
+// else 1. A descriptor with no limit, an unlimited one, or an unknown
+// domain is OK. The overall code is OVER_LIMIT if any descriptor is over
+// its limit and not in shadow mode. The response carries the headers the
+// HTTP middleware sets, for the most restrictive limit.
+func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if req.GetDomain() == "" {
+		return nil, status.Error(codes.InvalidArgument, "rls: domain must not be empty")
+	}
+	ds := req.GetDescriptors()
+	if len(ds) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "rls: descriptors must not be empty")
+	}
+	if len(ds) > maxDescriptors {
+		return nil, status.Errorf(codes.InvalidArgument, "rls: %d descriptors, at most %d", len(ds), maxDescriptors)
+	}
+	cfg := s.cfg.Load()
+	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds))}
+	var worst *counters.Decision
+	var entries [maxEntries]Entry
+	for i, d := range ds {
+		if len(d.GetEntries()) == 0 || len(d.GetEntries()) > maxEntries {
+			return nil, status.Errorf(codes.InvalidArgument, "rls: descriptors[%d]: %d entries, want 1 to %d", i, len(d.GetEntries()), maxEntries)
+		}
+		if d.GetIsNegativeHits() {
+			return nil, status.Errorf(codes.InvalidArgument, "rls: descriptors[%d]: negative hits are not supported", i)
+		}
+		es := entries[:0]
+		for _, e := range d.GetEntries() {
+			es = append(es, Entry{Key: e.GetKey(), Value: e.GetValue()})
+		}
+		lim, shadow := s.limitOf(cfg, req.GetDomain(), d, es)
+		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		resp.Statuses[i] = st
+		if lim == nil || lim.Unlimited {
+			continue
+		}
+		cost := int64(req.GetHitsAddend())
+		if h := d.GetHitsAddend(); h != nil {
+			cost = int64(h.GetValue())
+		} else if cost == 0 {
+			cost = 1
+		}
+		l := counters.Limit{Tenant: tenantOf(es), Endpoint: req.GetDomain(), Method: Method, Period: lim.Period, Threshold: int64(lim.RequestsPerUnit)}
+		dec, err := s.n.Take(ctx, []counters.Limit{l}, cost)
+		if err != nil {
+			if errors.Is(err, counters.ErrBadKey) {
+				return nil, status.Errorf(codes.InvalidArgument, "rls: descriptors[%d]: %v", i, err)
+			}
+			return nil, status.Errorf(codes.Unavailable, "rls: %v", err)
+		}
+		st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: lim.Name, RequestsPerUnit: lim.RequestsPerUnit, Unit: lim.Unit}
+		st.LimitRemaining = uint32(min(max(dec.Remaining, 0), 1<<32-1))
+		st.DurationUntilReset = durationpb.New(dec.Reset)
+		if !dec.Allowed {
+			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+			if !shadow {
+				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+			} else {
+				st.Code = rlsv3.RateLimitResponse_OK
+			}
+		}
+		if worst == nil || (!dec.Allowed && worst.Allowed) || (dec.Allowed == worst.Allowed && dec.Remaining < worst.Remaining) {
+			d := dec
+			worst = &d
+		}
+	}
+	if worst != nil {
+		resp.ResponseHeadersToAdd = headers(worst)
+	}
+	return resp, nil
+}
+
+// limitOf returns a descriptor's limit: the request's override (its unit,
+// times unit_multiplier when set), else the configuration's, and whether
+// it is in shadow mode. An override with a unit peerlimit does not support
+// gives no limit.
+func (s *Server) limitOf(cfg *Config, domain string, d *ratelimitv3.RateLimitDescriptor, es []Entry) (*Limit, bool) {
+	if o := d.GetLimit(); o != nil {
+		unit := rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit()) // the same numbers, as envoy ratelimit converts them
+		period, ok := unitPeriod(unit)
+		if !ok {
+			return nil, false
+		}
+		if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 1 {
+			period *= time.Duration(m.GetValue())
+		}
+		return &Limit{Unit: unit, Period: period, RequestsPerUnit: o.GetRequestsPerUnit()}, false
+	}
+	if cfg == nil {
+		return nil, false
+	}
+	n := cfg.Lookup(domain, es)
+	if n == nil {
+		return nil, false
+	}
+	return n.Limit, n.Shadow
+}
+
+// tenantOf is a descriptor's series name: its entries as key=value, joined
+// by "&", each part escaped so that two descriptors never share a name.
+func tenantOf(es []Entry) string {
+	var b strings.Builder
+	for i, e := range es {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(escape(e.Key))
+		b.WriteByte('=')
+		b.WriteString(escape(e.Value))
+	}
+	return b.String()
+}
+
+func escape(s string) string {
+	if !strings.ContainsAny(s, "&=%") {
+		return s
+	}
+	r := strings.NewReplacer("%", "%25", "&", "%26", "=", "%3D")
+	return r.Replace(s)
+}
+
+func unitPeriod(u rlsv3.RateLimitResponse_RateLimit_Unit) (time.Duration, bool) {
+	for _, v := range units {
+		if v.unit == u {
+			return v.period, true
+		}
+	}
+	return 0, false
+}
+
+// headers are the middleware's headers for a decision.
+func headers(d *counters.Decision) []*corev3.HeaderValue {
+	reset := int64((d.Reset + time.Second - 1) / time.Second)
+	hs := []*corev3.HeaderValue{
+		{Key: "X-Ratelimit-Limit", Value: strconv.FormatInt(d.Limit, 10)},
+		{Key: "X-Ratelimit-Remaining", Value: strconv.FormatInt(max(d.Remaining, 0), 10)},
+		{Key: "X-Ratelimit-Reset", Value: strconv.FormatInt(reset, 10)},
+	}
+	if !d.Allowed && d.RetryAfter > 0 {
+		hs = append(hs, &corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(int64((d.RetryAfter+time.Second-1)/time.Second), 10)})
+	}
+	return hs
+}
