@@ -33,9 +33,12 @@ import (
 	"github.com/peerlimit/peerlimit/node"
 	"github.com/peerlimit/peerlimit/rls"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 func main() {
@@ -44,6 +47,50 @@ func main() {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	os.Exit(run(ctx, os.Args[1:], os.Getenv, hup, os.Stdout, os.Stderr))
+}
+
+// maxCheckBytes bounds the body of a JSON check.
+const maxCheckBytes = 1 << 20
+
+// jsonCheck serves envoy ratelimit's /json endpoint: a RateLimitRequest in
+// proto3 JSON in, the RateLimitResponse in proto3 JSON out, with 200 when
+// the request may pass and 429 when a limit is exceeded (400 for a bad
+// request).
+func jsonCheck(srv *rls.Server) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCheckBytes))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+			return
+		}
+		var req rlsv3.RateLimitRequest
+		if err := protojson.Unmarshal(body, &req); err != nil {
+			http.Error(w, "peerlimit: not a RateLimitRequest in JSON: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		resp, err := srv.ShouldRateLimit(r.Context(), &req)
+		if err != nil {
+			code := http.StatusInternalServerError
+			if status.Code(err) == codes.InvalidArgument {
+				code = http.StatusBadRequest
+			}
+			http.Error(w, status.Convert(err).Message(), code)
+			return
+		}
+		out, err := protojson.Marshal(resp)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		for _, h := range resp.GetResponseHeadersToAdd() {
+			w.Header().Set(h.GetKey(), h.GetValue())
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+		w.Write(out)
+	})
 }
 
 // options are the command's settings.
@@ -161,13 +208,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, hup <-c
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", n.MetricsHandler())
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	healthz := func(w http.ResponseWriter, _ *http.Request) {
 		if err := n.Health(); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		io.WriteString(w, "ok\n")
-	})
+	}
+	mux.HandleFunc("GET /healthz", healthz)
+	mux.HandleFunc("GET /healthcheck", healthz) // envoy ratelimit's name
+	check := jsonCheck(srv)
+	mux.Handle("POST /json", check) // envoy ratelimit's endpoint
+	mux.Handle("POST /v1/check", check)
 	httpLis, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {
 		fmt.Fprintln(stderr, "peerlimit: -http-addr:", err)

@@ -130,6 +130,26 @@ func TestTwoServersShareALimit(t *testing.T) {
 	if s := get(t, "http://"+a.http+"/healthz"); s != "ok\n" {
 		t.Errorf("/healthz: %q", s)
 	}
+	// envoy ratelimit's /json endpoint: the same decision in JSON, 429 when over.
+	for _, tc := range []struct {
+		body, want string
+		code       int
+	}{
+		{`{"domain":"edge","descriptors":[{"entries":[{"key":"tenant","value":"acme"}]}]}`, `"overallCode":"OVER_LIMIT"`, 429},
+		{`{"domain":"edge","descriptors":[{"entries":[{"key":"tenant","value":"json"}]}]}`, `"limitRemaining":6`, 200},
+		{`{"domain":"edge"}`, "descriptors must not be empty", 400},
+		{`{"nope":1}`, "not a RateLimitRequest", 400},
+	} {
+		resp, err := http.Post("http://"+b.http+"/json", "application/json", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || !strings.Contains(strings.ReplaceAll(string(body), " ", ""), strings.ReplaceAll(tc.want, " ", "")) {
+			t.Errorf("POST /json %s: %d %s, want %d with %s", tc.body, resp.StatusCode, body, tc.code, tc.want)
+		}
+	}
 
 	// A new domain, loaded on SIGHUP.
 	writeConfig(t, dir, "db.yaml", "domain: db\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: hour, requests_per_unit: 1}\n")
