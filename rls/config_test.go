@@ -1,6 +1,9 @@
 package rls
 
 import (
+	"bytes"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +11,7 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // An envoy ratelimit configuration as its README writes them: a default
@@ -124,5 +128,39 @@ func TestLoadDir(t *testing.T) {
 	if _, err := LoadDir(dir); err == nil || !strings.Contains(err.Error(), `again.yaml:1: domain: "db" is defined twice`) &&
 		!strings.Contains(err.Error(), `db.yml:1: domain: "db" is defined twice`) {
 		t.Fatalf("a domain twice: %v", err)
+	}
+}
+
+// TestKubernetesExampleConfig: the limits in the example manifest load.
+func TestKubernetesExampleConfig(t *testing.T) {
+	data, err := os.ReadFile("../deploy/kubernetes/peerlimit.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	found := false
+	for {
+		var doc struct {
+			Kind string            `yaml:"kind"`
+			Data map[string]string `yaml:"data"`
+		}
+		if err := dec.Decode(&doc); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatal(err)
+		}
+		if doc.Kind != "ConfigMap" {
+			continue
+		}
+		for name, content := range doc.Data {
+			if _, err := Parse(name, []byte(content)); err != nil {
+				t.Errorf("the example's %s: %v", name, err)
+			}
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("no ConfigMap with limits in the example manifest")
 	}
 }

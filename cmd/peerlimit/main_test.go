@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -202,4 +203,41 @@ func get(t *testing.T, u string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// TestGrpcurlOutsideClient: grpcurl, a client that knows nothing of
+// peerlimit, finds the services by reflection and gets a decision.
+func TestGrpcurlOutsideClient(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "grpcurl")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/fullstorydev/grpcurl/cmd/grpcurl").CombinedOutput(); err != nil {
+		t.Fatalf("building grpcurl (a tool of go.mod): %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	writeConfig(t, dir, "edge.yaml", "domain: edge\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: minute, requests_per_unit: 7}\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := start(t, ctx, []string{"-local", "-name", "a", "-config-dir", dir, "-rls-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-log-level", "warn"}, nil)
+	grpcurl := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(bin, append([]string{"-plaintext", "-max-time", "10"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("grpcurl %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	list := grpcurl(a.rls, "list")
+	for _, svc := range []string{"envoy.service.ratelimit.v3.RateLimitService", "grpc.health.v1.Health"} {
+		if !strings.Contains(list, svc) {
+			t.Errorf("grpcurl list: %q lacks %s", list, svc)
+		}
+	}
+	out := grpcurl("-d", `{"domain":"edge","descriptors":[{"entries":[{"key":"tenant","value":"cli"}]}]}`, a.rls, "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit")
+	for _, want := range []string{`"overallCode": "OK"`, `"requestsPerUnit": 7`, `"limitRemaining": 6`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("grpcurl ShouldRateLimit: %s lacks %s", out, want)
+		}
+	}
+	if out := grpcurl(a.rls, "grpc.health.v1.Health/Check"); !strings.Contains(out, "SERVING") {
+		t.Errorf("grpcurl health: %s", out)
+	}
 }
