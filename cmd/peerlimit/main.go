@@ -95,9 +95,10 @@ func jsonCheck(srv *rls.Server) http.Handler {
 
 // options are the command's settings.
 type options struct {
-	name, configDir, rlsAddr, httpAddr, addr, seeds, gossipKey, logLevel string
-	gossipPort, peerPort                                                 int
-	local                                                                bool
+	name, configDir, rlsAddr, httpAddr, addr, seeds, gossipKey, logLevel, policy, label string
+	gossipPort, peerPort, maxEntries                                                    int
+	syncInterval, joinTimeout                                                           time.Duration
+	local                                                                               bool
 }
 
 func parse(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
@@ -115,6 +116,11 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	fs.StringVar(&o.seeds, "seeds", "", "comma-separated gossip addresses (host:port) of members to join")
 	fs.StringVar(&o.gossipKey, "gossip-key", "", "base64 secret key (16, 24 or 32 bytes): encrypts gossip and authenticates sync")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.policy, "policy", string(node.PolicyLease), "admission policy: lease, optimistic or static")
+	fs.DurationVar(&o.syncInterval, "sync-interval", 200*time.Millisecond, "how often each instance syncs with the owners of its keys")
+	fs.IntVar(&o.maxEntries, "max-entries", 100_000, "counter series held per instance")
+	fs.StringVar(&o.label, "gossip-label", "", "cluster label: nodes with another label never join")
+	fs.DurationVar(&o.joinTimeout, "join-timeout", 0, "fail at start if no seed answers within this (0: run alone and keep trying)")
 	fs.BoolVar(&o.local, "local", false, "run on 127.0.0.1 with OS-chosen peer ports and the fast local gossip profile (tests, trying it out)")
 	set := map[string]bool{}
 	if err := fs.Parse(args); err != nil {
@@ -166,6 +172,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, hup <-c
 	}
 	nc.Name = o.name
 	nc.Logger = log
+	nc.Policy = node.Policy(o.policy)
+	nc.SyncInterval = o.syncInterval
+	nc.Table.MaxEntries = o.maxEntries
+	nc.Gossip.Label = o.label
+	nc.Gossip.JoinTimeout = o.joinTimeout
 	if o.seeds != "" {
 		nc.Gossip.Seeds = strings.Split(o.seeds, ",")
 	}

@@ -173,8 +173,9 @@ func TestTwoServersShareALimit(t *testing.T) {
 }
 
 func TestBadSettings(t *testing.T) {
-	dir := t.TempDir()
+	dir, good := t.TempDir(), t.TempDir()
 	writeConfig(t, dir, "bad.yaml", "domain: edge\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
+	writeConfig(t, good, "edge.yaml", "domain: edge\n")
 	for _, tc := range []struct {
 		args []string
 		env  map[string]string
@@ -185,6 +186,10 @@ func TestBadSettings(t *testing.T) {
 		{[]string{"-config-dir", dir}, nil, 1, `bad.yaml:4: descriptors[0].rate_limit.unit: "fortnight" is not a unit`},
 		{[]string{"-config-dir", dir}, map[string]string{"PEERLIMIT_GOSSIP_PORT": "many"}, 2, `PEERLIMIT_GOSSIP_PORT="many"`},
 		{[]string{"-nope"}, nil, 2, "flag provided but not defined: -nope"},
+		{[]string{"-config-dir", dir}, map[string]string{"PEERLIMIT_POLICY": "yolo"}, 1, `bad.yaml:4`}, // the file is read first
+		{[]string{"-config-dir", t.TempDir()}, nil, 1, "no *.yaml or *.yml file"},
+		{[]string{"-config-dir", good, "-local"}, map[string]string{"PEERLIMIT_POLICY": "yolo"}, 2, "Policy"},
+		{[]string{"-config-dir", good, "-local", "-gossip-key", "!!"}, nil, 2, "-gossip-key: not base64"},
 	} {
 		var stderr syncBuffer
 		code := run(context.Background(), tc.args, func(k string) string { return tc.env[k] }, nil, io.Discard, &stderr)
