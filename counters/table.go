@@ -340,11 +340,14 @@ func (t *Table) create(s *shard, l *Limit, h uint64, now int64) (e *Entry, full 
 	}
 	if !t.reserve() {
 		// Full: take the place of an idle series of this shard, if the
-		// sample holds one.
-		if !t.evictOne(s, now) && l.Tenant != OverflowTenant {
-			return nil, true
+		// sample holds one (the count stays: the place changes hands).
+		// Only an overflow series may go beyond the bound.
+		if !t.evictOne(s, now) {
+			if l.Tenant != OverflowTenant {
+				return nil, true
+			}
+			t.count.Add(1)
 		}
-		t.count.Add(1)
 	}
 	e = &Entry{
 		key:       t.seq.Add(1),
@@ -470,7 +473,8 @@ const evictSample = 8
 // evictOne removes one series from a full shard: an expired one if the
 // sample holds one, else the least recently used of the sample's series
 // that hold no count in use (Entry.idle). The sample starts at a
-// pseudo-random slot. It reports whether it removed one. s.mu must be held.
+// pseudo-random slot. It reports whether it removed one; the caller takes
+// its place in the table's count. s.mu must be held.
 func (t *Table) evictOne(s *shard, now int64) bool {
 	sl := s.tab.Load()
 	s.rnd ^= s.rnd << 13
@@ -496,8 +500,7 @@ func (t *Table) evictOne(s *shard, now int64) bool {
 	expired := victim.expiresAt.Load() < now
 	lost := victim.cur.Unreported() + victim.prev.Unreported()
 	victim.mu.Unlock()
-	s.remove(victim)
-	t.count.Add(-1)
+	s.remove(victim) // its place in t.count goes to the series that evicted it
 	if expired {
 		t.expired.Add(1)
 		return true
@@ -512,11 +515,14 @@ func (t *Table) evictOne(s *shard, now int64) bool {
 // idle reports whether the series holds no count that still matters at
 // now: it expired, or its owner acknowledged all its counts and none of
 // them weighs in a decision any more (the current window's for fixed
-// tiers; for sliding ones the previous window's too). The overflow series
-// are never idle while they hold counts either.
+// tiers; for sliding ones the previous window's too). An overflow series is
+// idle only once it expired.
 func (e *Entry) idle(now int64) bool {
 	if e.expiresAt.Load() < now {
 		return true
+	}
+	if e.tenant == OverflowTenant {
+		return false // held beyond the bound already: evicting it would add one more
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

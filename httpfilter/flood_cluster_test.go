@@ -33,7 +33,7 @@ slas:
   - id: put-product
     match: {methods: [PUT], pathPattern: "/v1/organizations/{orgId}/product/{id}"}
     tenant: {fromPath: orgId}
-    tiers: [{period: 1h, threshold: %d}]
+    tiers: [{period: 24h, threshold: %d}]
 `, limit)))
 	servers := putProductServers(t, nodes, limits)
 	put := func(i int, tenant string) int {

@@ -110,8 +110,8 @@ func startKeyedCluster(t *testing.T, n int, key []byte) *testCluster {
 func TestSyncNeedsTheGossipKey(t *testing.T) {
 	key := bytes.Repeat([]byte{7}, 32)
 	c := startKeyedCluster(t, 3, key)
-	// An hour-long window, so that the 10 s of load stay in one.
-	victim := counters.Limit{Tenant: "victim", Endpoint: "/p", Method: "PUT", Period: time.Hour, Threshold: 1000}
+	// A day-long window, so that the 10 s of load stay in one.
+	victim := counters.Limit{Tenant: "victim", Endpoint: "/p", Method: "PUT", Period: 24 * time.Hour, Threshold: 1000}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -210,7 +210,7 @@ func TestSyncNeedsTheGossipKey(t *testing.T) {
 func TestSyncKeyRotationUnderLoad(t *testing.T) {
 	oldKey, newKey := bytes.Repeat([]byte{3}, 32), bytes.Repeat([]byte{4}, 32)
 	c := startKeyedCluster(t, 3, oldKey)
-	l := counters.Limit{Tenant: "rot", Endpoint: "/p", Method: "GET", Period: time.Minute, Threshold: 1_000_000}
+	l := counters.Limit{Tenant: "rot", Endpoint: "/p", Method: "GET", Period: 24 * time.Hour, Threshold: 1_000_000}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int64, 1)
 	go func() {
@@ -309,7 +309,7 @@ func TestKeyedClusterRefusesOutsiders(t *testing.T) {
 			}
 		}
 	}
-	l := counters.Limit{Tenant: "own", Endpoint: "/p", Method: "GET", Period: time.Hour, Threshold: 1000}
+	l := counters.Limit{Tenant: "own", Endpoint: "/p", Method: "GET", Period: 24 * time.Hour, Threshold: 1000}
 	for i := 0; i < 5; i++ {
 		if d, err := c.nodes[0].Take(context.Background(), []counters.Limit{l}, 1); err != nil || !d.Allowed {
 			t.Fatalf("take %d: %+v %v", i, d, err)

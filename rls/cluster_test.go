@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,12 +82,14 @@ func desc(kv ...string) *ratelimitv3.RateLimitDescriptor {
 
 // TestShouldRateLimitOnACluster: Envoy's API answered by three nodes with
 // no store. A tenant's 25 requests spread over the nodes get exactly its
-// limit of 10 per minute cluster-wide, each answer with its status and the
+// limit of 10 per day cluster-wide, each answer with its status and the
 // middleware's headers; another tenant has its own counter; a value
 // configured unlimited, a descriptor in shadow mode and an unknown domain
 // are always OK; a request override sets its own limit.
 func TestShouldRateLimitOnACluster(t *testing.T) {
-	cfg, err := Parse("edge.yaml", []byte(exampleConfig))
+	// The example, with the tenants' limit per day rather than per minute,
+	// so that no window ends during the test.
+	cfg, err := Parse("edge.yaml", []byte(strings.Replace(exampleConfig, "unit: minute", "unit: day", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,8 +107,8 @@ func TestShouldRateLimitOnACluster(t *testing.T) {
 	for i := range 25 {
 		resp := ask(i, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("tenant", "acme")}})
 		st := resp.Statuses[0]
-		if st.CurrentLimit.GetRequestsPerUnit() != 10 || st.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_MINUTE ||
-			st.DurationUntilReset.AsDuration() <= 0 || st.DurationUntilReset.AsDuration() > time.Minute {
+		if st.CurrentLimit.GetRequestsPerUnit() != 10 || st.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_DAY ||
+			st.DurationUntilReset.AsDuration() <= 0 || st.DurationUntilReset.AsDuration() > 24*time.Hour {
 			t.Fatalf("request %d: status %v", i, st)
 		}
 		if len(resp.ResponseHeadersToAdd) < 3 || resp.ResponseHeadersToAdd[0].Key != "X-Ratelimit-Limit" || resp.ResponseHeadersToAdd[0].Value != "10" {

@@ -84,7 +84,7 @@ func writeConfig(t *testing.T, dir, name, content string) {
 // servers leave on cancel.
 func TestTwoServersShareALimit(t *testing.T) {
 	dir := t.TempDir()
-	writeConfig(t, dir, "edge.yaml", "domain: edge\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: minute, requests_per_unit: 7}\n")
+	writeConfig(t, dir, "edge.yaml", "domain: edge\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: day, requests_per_unit: 7}\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	a := start(t, ctx, []string{"-local", "-name", "a", "-config-dir", dir, "-rls-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-log-level", "warn"}, nil)
 	b := start(t, ctx, []string{"-local", "-rls-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0"},
@@ -218,7 +218,7 @@ func TestGrpcurlOutsideClient(t *testing.T) {
 		t.Fatalf("building grpcurl (a tool of go.mod): %v\n%s", err, out)
 	}
 	dir := t.TempDir()
-	writeConfig(t, dir, "edge.yaml", "domain: edge\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: minute, requests_per_unit: 7}\n")
+	writeConfig(t, dir, "edge.yaml", "domain: edge\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: day, requests_per_unit: 7}\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a := start(t, ctx, []string{"-local", "-name", "a", "-config-dir", dir, "-rls-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-log-level", "warn"}, nil)
