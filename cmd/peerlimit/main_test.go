@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,24 +20,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
-// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type instance struct {
 	rls, http, gossip string
 	hup               chan os.Signal
@@ -50,7 +30,7 @@ var ready = regexp.MustCompile(`peerlimit \S+: rls (\S+) http (\S+) gossip (\S+)
 
 func start(t *testing.T, ctx context.Context, args []string, env map[string]string) *instance {
 	t.Helper()
-	out := &syncBuffer{}
+	out := &testutil.SyncBuffer{}
 	in := &instance{hup: make(chan os.Signal, 1), done: make(chan int, 1)}
 	go func() { in.done <- run(ctx, args, func(k string) string { return env[k] }, in.hup, out, io.Discard) }()
 	testutil.WaitFor(t, 10*time.Second, "the ready line", func() bool {
@@ -191,7 +171,7 @@ func TestBadSettings(t *testing.T) {
 		{[]string{"-config-dir", good, "-local"}, map[string]string{"PEERLIMIT_POLICY": "yolo"}, 2, "Policy"},
 		{[]string{"-config-dir", good, "-local", "-gossip-key", "!!"}, nil, 2, "-gossip-key: not base64"},
 	} {
-		var stderr syncBuffer
+		var stderr testutil.SyncBuffer
 		code := run(context.Background(), tc.args, func(k string) string { return tc.env[k] }, nil, io.Discard, &stderr)
 		if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%v %v: exit %d, stderr %q; want %d and %q", tc.args, tc.env, code, stderr.String(), tc.code, tc.want)
