@@ -118,14 +118,10 @@ func (o *Owner) contactAt(name string, now int64) int64 {
 // (with its static share, or caps of an owner on its side). The lock must
 // be held.
 func (o *Owner) contactBefore(name string, start, now int64) int64 {
-	c := o.contacts[name]
-	if name == o.cfg.Self || c == nil {
-		return o.contactAt(name, now)
-	}
-	if c.gapAck > start {
+	if c := o.contacts[name]; c != nil && name != o.cfg.Self && c.gapAck > start {
 		return c.gapFrom
 	}
-	return max(c.since, c.acked)
+	return o.contactAt(name, now)
 }
 
 // synced reports whether the member sent a batch under this owner's view

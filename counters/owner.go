@@ -273,22 +273,23 @@ func (o *Owner) carries(s *originState) bool {
 // received reports whether the origin acknowledged the answer that carried
 // its last grant. The lock must be held.
 func (o *Owner) received(s *originState) bool {
-	if !s.hasGiven || s.name == o.cfg.Self {
-		return s.hasGiven // this owner's own grants arrive at once
-	}
-	c := o.contacts[s.name]
-	return c != nil && c.ackSeq >= s.givenSeq && c.ackSeq-s.givenSeq < 1<<62
+	return o.ackedSince(s, s.givenSeq)
 }
 
 // holdsGrant reports whether the origin acknowledged an answer of this
 // owner that granted it a cap in the window: from then on it admits within
 // this owner's grants, not its static share. The lock must be held.
-func (o *Owner) holdsGrant(s *originState) bool {
+func (o *Owner) holdsGrant(s *originState) bool { return o.ackedSince(s, s.firstSeq) }
+
+// ackedSince reports whether the origin, given a grant in the window,
+// acknowledged the answer numbered seq or a later one (this owner's own
+// grants arrive at once). The lock must be held.
+func (o *Owner) ackedSince(s *originState, seq uint64) bool {
 	if !s.hasGiven || s.name == o.cfg.Self {
 		return s.hasGiven
 	}
 	c := o.contacts[s.name]
-	return c != nil && c.ackSeq >= s.firstSeq && c.ackSeq-s.firstSeq < 1<<62
+	return c != nil && c.ackSeq >= seq && c.ackSeq-seq < 1<<62
 }
 
 // NewOwner returns an empty owner.

@@ -13,9 +13,9 @@ import (
 type Config struct {
 	// MaxEntries bounds the number of counter series held: the table holds
 	// exactly that many before it is full, however they spread over the
-	// shards. When the table is full, a new series evicts an old one that holds no count still in use
-	// (expired first, then the least recently used of a small sample of
-	// such), and the eviction is counted. A series whose window holds counts
+	// shards. When the table is full, a new series evicts an old one that
+	// holds no count still in use (expired first, then the least recently
+	// used of a small sample of such), and the eviction is counted. A series whose window holds counts
 	// (or, for sliding tiers, whose previous window still weighs), or counts
 	// its owner has not acknowledged, is never evicted: when the sample holds
 	// none that may go, the new series' requests are decided and counted on
@@ -77,11 +77,11 @@ type Table struct {
 	contact atomic.Pointer[ContactFunc]
 
 	askMu      sync.Mutex
-	asking     []*Entry // series with a pending decision since the last TakeAsking
-	internMu   sync.Mutex
-	interned   map[string]string // endpoints and methods (intern)
-	max        int64             // MaxEntries
-	count      atomic.Int64      // series held, overflow series included
+	asking     []*Entry     // series with a pending decision since the last TakeAsking
+	interned   sync.Map     // endpoints and methods (intern): string -> string
+	internN    atomic.Int64 // entries in interned
+	max        int64        // MaxEntries
+	count      atomic.Int64 // series held, overflow series included
 	evicted    atomic.Uint64
 	expired    atomic.Uint64
 	overflowed atomic.Uint64 // new series sent to an overflow series
@@ -307,17 +307,12 @@ func (t *Table) lookup(l *Limit, h uint64, now int64) *Entry {
 		return e
 	}
 	// The table is full of series in use: the request goes to its tier's
-	// overflow series, which may exceed the bound (one per tier).
+	// overflow series, which create always makes (one per tier, beyond the
+	// bound), so this recursion stops there.
 	t.overflowed.Add(1)
 	o := *l
 	o.Tenant = OverflowTenant
-	oh := o.Hash()
-	os := t.shardOf(oh)
-	if e := os.tab.Load().find(&o, oh); e != nil {
-		return e
-	}
-	e, _ = t.create(os, &o, oh, now)
-	return e
+	return t.lookup(&o, o.Hash(), now)
 }
 
 // OverflowTenant is the tenant of the overflow series (see
@@ -374,18 +369,17 @@ const maxInterned = 4096
 // intern returns a copy of s shared by every series with the same endpoint
 // or method, so that a million series of one SLA hold its pattern once.
 func (t *Table) intern(s string) string {
-	t.internMu.Lock()
-	defer t.internMu.Unlock()
-	if v, ok := t.interned[s]; ok {
-		return v
+	if v, ok := t.interned.Load(s); ok {
+		return v.(string)
 	}
 	v := strings.Clone(s)
-	if len(t.interned) < maxInterned {
-		if t.interned == nil {
-			t.interned = map[string]string{}
-		}
-		t.interned[v] = v
+	if t.internN.Load() >= maxInterned {
+		return v
 	}
+	if old, loaded := t.interned.LoadOrStore(v, v); loaded {
+		return old.(string)
+	}
+	t.internN.Add(1)
 	return v
 }
 

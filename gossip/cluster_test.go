@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/peerlimit/peerlimit/internal/faultnet"
+	"github.com/peerlimit/peerlimit/internal/testutil"
 )
 
 func TestClusterConverges(t *testing.T) {
@@ -179,12 +180,7 @@ func TestPartitionHealsWithoutSeed(t *testing.T) {
 
 func TestSeedUnreachableAtStartIsNotFatal(t *testing.T) {
 	// Reserve a port, release it, and point b's seed at it: nobody listens.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
+	port := testutil.FreePort(t)
 	seed := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 
 	b := startNode(t, localConfig("b", seed))
@@ -224,7 +220,7 @@ func TestMalformedPeerMetadataIgnored(t *testing.T) {
 	mc.BindAddr = "127.0.0.1"
 	mc.BindPort = 0
 	mc.Delegate = rawMeta{0xff, 0x00, 0x13}
-	mc.Logger = newMemberlistLogger(slog.New(slog.DiscardHandler))
+	mc.Logger = newMemberlistLogger(slog.New(slog.DiscardHandler), nil)
 	bad, err := memberlist.Create(mc)
 	if err != nil {
 		t.Fatal(err)

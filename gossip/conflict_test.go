@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/peerlimit/peerlimit/internal/testutil"
 )
 
 // conflictLog records what OnConflict reports.
@@ -37,24 +39,13 @@ func (l *conflictLog) selfConflicts() int {
 	return n
 }
 
-// freePort reserves a port on 127.0.0.1 and releases it: nobody listens.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 func localAddr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 
 // Two nodes named alike, each listing the other as its seed: the first
 // starts alone, the second's Start meets the first and fails, naming the
 // conflict; the first reports it (OnConflict, Health, a warning).
 func TestNameConflictFailsStart(t *testing.T) {
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	var firstLog conflictLog
 	cfg := localConfig("x", localAddr(port))
 	cfg.OnConflict = firstLog.record
@@ -101,7 +92,7 @@ func TestNameConflictFailsStart(t *testing.T) {
 // without seeds. The rejoin loop brings them together; both report the
 // conflict within seconds, and neither is quietly healthy.
 func TestNameConflictAfterStartReported(t *testing.T) {
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	early := startNode(t, localConfig("x", localAddr(port)))
 	if err := early.g.Health(); !errors.Is(err, ErrNoSeed) {
 		t.Errorf("alone with an unreachable seed: Health = %v, want ErrNoSeed", err)
@@ -126,7 +117,7 @@ func TestNameConflictAfterStartReported(t *testing.T) {
 // With JoinTimeout, Start fails when no seed answers, and succeeds when
 // one does.
 func TestJoinTimeout(t *testing.T) {
-	typo := localAddr(freePort(t))
+	typo := localAddr(testutil.FreePort(t))
 	cfg := localConfig("b", typo)
 	cfg.JoinTimeout = 500 * time.Millisecond
 	g, err := New(cfg)
@@ -163,7 +154,7 @@ func TestJoinTimeout(t *testing.T) {
 // gossip address; a loopback one beside a routable gossip address is
 // refused.
 func TestGRPCAddrPublished(t *testing.T) {
-	ip := routableIP(t)
+	ip := testutil.RoutableIP(t)
 	for _, tc := range []struct{ grpc, want string }{
 		{":7070", net.JoinHostPort(ip.String(), "7070")},
 		{"0.0.0.0:7070", net.JoinHostPort(ip.String(), "7070")},
@@ -198,20 +189,4 @@ func TestGRPCAddrPublished(t *testing.T) {
 	if got := n.g.LocalMember().GRPCAddr; got != grpcAddrOf("l") {
 		t.Errorf("loopback node published %q", got)
 	}
-}
-
-// routableIP returns a non-loopback IPv4 address of this host, or skips.
-func routableIP(t *testing.T) net.IP {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Skipf("no interface addresses: %v", err)
-	}
-	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() && !ipn.IP.IsLinkLocalUnicast() {
-			return ipn.IP.To4()
-		}
-	}
-	t.Skip("this host has no routable IPv4 address")
-	return nil
 }

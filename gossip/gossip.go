@@ -154,7 +154,14 @@ func (g *Gossip) Start(ctx context.Context) error {
 	mc.Events = events{g}
 	mc.Alive = aliveFilter{g}
 	mc.Conflict = conflictDelegate{g}
-	mc.Logger = newMemberlistLogger(g.cfg.Logger)
+	mc.Logger = newMemberlistLogger(g.cfg.Logger, func() bool {
+		select {
+		case <-g.stop:
+			return true
+		default:
+			return false
+		}
+	})
 	mc.Label = g.cfg.Label
 	if len(g.cfg.SecretKeys) > 0 {
 		kr, err := memberlist.NewKeyring(g.cfg.SecretKeys, g.cfg.SecretKeys[0])
@@ -599,7 +606,7 @@ func (g *Gossip) rejoinStep(initial bool) (int, []string, error) {
 		g.log.Info("rejoined", "contacted", n, "targets", targets)
 	case n > 0:
 		g.log.Debug("joined", "contacted", n, "targets", targets)
-	case len(g.Members()) <= 1 && len(g.otherSeeds()) > 0 && g.warnEvery.Allow("alone", g.now()):
+	case g.aloneError() != nil && g.warnEvery.Allow("alone", g.now()):
 		g.log.Warn("alone: no seed answered; this node enforces every limit by itself until the rejoin loop reaches one",
 			"seeds", g.otherSeeds(), "targets", targets, "err", err)
 	default:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/peerlimit/peerlimit/counters"
 	"github.com/peerlimit/peerlimit/gossip"
+	"github.com/peerlimit/peerlimit/internal/testutil"
 )
 
 // 6. Gossip on a routable address, the gRPC host left to its default: the
@@ -19,7 +20,7 @@ import (
 // call failed and the joiner denied its whole first window.) One node
 // derives its addresses from Config.Addr, the other from Gossip.BindAddr.
 func TestGRPCAddrFollowsRoutableGossipAddr(t *testing.T) {
-	ip := routableIP(t)
+	ip := testutil.RoutableIP(t).String()
 	base := func(name string) Config {
 		cfg := DefaultConfig()
 		cfg.Name = name
@@ -67,7 +68,7 @@ func TestGRPCAddrFollowsRoutableGossipAddr(t *testing.T) {
 // 6, the other way: a loopback gRPC address set beside a routable gossip
 // address is refused at Start, with an error that names the field.
 func TestLoopbackGRPCAddrRefused(t *testing.T) {
-	ip := routableIP(t)
+	ip := testutil.RoutableIP(t).String()
 	cfg := DefaultConfig()
 	cfg.Name = "a"
 	cfg.Gossip.Profile = LocalConfig("a").Gossip.Profile
@@ -92,7 +93,7 @@ func TestDefaultConfigReachableFromOtherHosts(t *testing.T) {
 	if d.Addr != "" || d.Gossip.BindAddr != "" || d.Gossip.BindPort != 7946 || d.GRPCAddr != ":7947" || d.CloseTimeout != DefaultCloseTimeout {
 		t.Fatalf("DefaultConfig: Addr %q, Gossip %s:%d, GRPCAddr %q, CloseTimeout %v", d.Addr, d.Gossip.BindAddr, d.Gossip.BindPort, d.GRPCAddr, d.CloseTimeout)
 	}
-	routableIP(t)
+	testutil.RoutableIP(t)
 	d.Name = "api-1"
 	d.Gossip.BindPort, d.GRPCAddr = 0, ":0" // the ports only, so that tests may run in parallel
 	n, _, err := tryStart(t, d)

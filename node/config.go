@@ -342,10 +342,7 @@ func (c Config) gossipConfig(grpcAddr string) gossip.Config {
 	gc.Proto = ProtoVersion
 	if gc.Transport == nil {
 		if gc.BindAddr == "" {
-			gc.BindAddr = c.Addr
-		}
-		if gc.BindAddr == "" {
-			gc.BindAddr = "0.0.0.0"
+			gc.BindAddr = c.Addr // still "" for every interface: gossip's default
 		}
 		if gc.AdvertiseAddr == "" && c.Addr != "" {
 			gc.AdvertiseAddr = c.Addr

@@ -57,14 +57,8 @@ func tryStart(t *testing.T, cfg Config) (*Node, *testutil.SyncBuffer, error) {
 // freeAddr reserves a port on 127.0.0.1 and releases it: nobody listens
 // there (a seed with a typo in its port).
 func freeAddr(t *testing.T) (string, int) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	port := ln.Addr().(*net.TCPAddr).Port
-	return ln.Addr().String(), port
+	port := testutil.FreePort(t)
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), port
 }
 
 // grpcHealth asks the node's peer port for the standard health status.
@@ -113,22 +107,6 @@ func otherHostDialer(ctx context.Context, addr string) (net.Conn, error) {
 	}
 	var d net.Dialer
 	return d.DialContext(ctx, "tcp", addr)
-}
-
-// routableIP returns a non-loopback IPv4 address of this host, or skips.
-func routableIP(t *testing.T) string {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Skipf("no interface addresses: %v", err)
-	}
-	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() && !ipn.IP.IsLinkLocalUnicast() {
-			return ipn.IP.String()
-		}
-	}
-	t.Skip("this host has no routable IPv4 address")
-	return ""
 }
 
 // ownedBy returns a limit whose key the named member owns in n's ring.

@@ -234,7 +234,7 @@ func (n *Node) Take(ctx context.Context, limits []counters.Limit, cost int64) (c
 		return d, err
 	}
 	if d.Pending {
-		d, err = n.waitPending(ctx, limits, cost, d.Reset)
+		d, err = n.waitPending(ctx, limits, cost)
 		if err != nil {
 			return d, err
 		}
@@ -253,7 +253,7 @@ func (n *Node) Take(ctx context.Context, limits []counters.Limit, cost int64) (c
 // waitPending waits for sync rounds to end, asking for one at once, and
 // decides the request again after each, until it is no longer pending or
 // PendingWait has passed.
-func (n *Node) waitPending(ctx context.Context, limits []counters.Limit, cost int64, reset time.Duration) (counters.Decision, error) {
+func (n *Node) waitPending(ctx context.Context, limits []counters.Limit, cost int64) (counters.Decision, error) {
 	n.m.pending.Inc()
 	start := time.Now()
 	defer func() { n.m.pendingSeconds.Observe(time.Since(start).Seconds()) }()
@@ -479,12 +479,7 @@ func (n *Node) peer(name string) (*peer, error) {
 	if p := n.peers[name]; p != nil {
 		return p, nil
 	}
-	var addr string
-	for _, m := range n.gossip.Members() {
-		if m.Name == name {
-			addr = m.GRPCAddr
-		}
-	}
+	addr := n.memberAddr(name)
 	if addr == "" {
 		return nil, fmt.Errorf("node: no address for member %q", name)
 	}
@@ -632,11 +627,7 @@ func (n *Node) call(ctx context.Context, b *Batch) (*peerpb.SyncResponse, error)
 	if err != nil {
 		return nil, err
 	}
-	var got string
-	if vs := hdr.Get(authHeader); len(vs) == 1 {
-		got = vs[0]
-	}
-	if err := n.auth.verifyResponse(reqTag, resp, got); err != nil {
+	if err := n.auth.verifyResponse(reqTag, resp, oneValue(hdr.Get(authHeader))); err != nil {
 		n.m.authRefused.Inc()
 		return nil, fmt.Errorf("%w (from %s)", err, b.Owner)
 	}
@@ -777,13 +768,7 @@ func (s *server) Sync(ctx context.Context, req *peerpb.SyncRequest) (*peerpb.Syn
 	now := s.n.cfg.Clock()
 	var reqTag []byte
 	if s.n.auth.on() {
-		var v string
-		if md, ok := metadata.FromIncomingContext(ctx); ok {
-			if vs := md.Get(authHeader); len(vs) == 1 {
-				v = vs[0]
-			}
-		}
-		t, err := s.n.auth.verifyRequest(now, req, v)
+		t, err := s.n.auth.verifyRequest(now, req, oneValue(metadata.ValueFromIncomingContext(ctx, authHeader)))
 		if err != nil {
 			s.n.m.authRefused.Inc()
 			from := "unknown"

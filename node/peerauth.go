@@ -87,6 +87,15 @@ func tag(key []byte, label string, parts ...[]byte) []byte {
 	return m.Sum(nil)
 }
 
+// oneValue returns the value of a metadata key sent once, or "" (a key
+// missing or repeated does not verify).
+func oneValue(vs []string) string {
+	if len(vs) != 1 {
+		return ""
+	}
+	return vs[0]
+}
+
 // signRequest returns the metadata value for req sent at now, and the tag
 // (to check the answer with).
 func (a *peerAuth) signRequest(now time.Time, req proto.Message) (string, []byte, error) {

@@ -70,7 +70,8 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	}
 	cfg := s.cfg.Load()
 	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds))}
-	var worst *counters.Decision
+	var worst counters.Decision // the most restrictive decision made
+	decided := false
 	var entries [maxEntries]Entry
 	for i, d := range ds {
 		if len(d.GetEntries()) == 0 || len(d.GetEntries()) > maxEntries {
@@ -106,21 +107,15 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: lim.Name, RequestsPerUnit: lim.RequestsPerUnit, Unit: lim.Unit}
 		st.LimitRemaining = uint32(min(max(dec.Remaining, 0), 1<<32-1))
 		st.DurationUntilReset = durationpb.New(dec.Reset)
-		if !dec.Allowed {
-			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
-			if !shadow {
-				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-			} else {
-				st.Code = rlsv3.RateLimitResponse_OK
-			}
+		if !dec.Allowed && !shadow { // shadow mode answers OK whatever the decision
+			st.Code, resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT, rlsv3.RateLimitResponse_OVER_LIMIT
 		}
-		if worst == nil || (!dec.Allowed && worst.Allowed) || (dec.Allowed == worst.Allowed && dec.Remaining < worst.Remaining) {
-			d := dec
-			worst = &d
+		if !decided || (!dec.Allowed && worst.Allowed) || (dec.Allowed == worst.Allowed && dec.Remaining < worst.Remaining) {
+			worst, decided = dec, true
 		}
 	}
-	if worst != nil {
-		resp.ResponseHeadersToAdd = headers(worst)
+	if decided {
+		resp.ResponseHeadersToAdd = headers(&worst)
 	}
 	return resp, nil
 }
@@ -166,12 +161,14 @@ func tenantOf(es []Entry) string {
 	return b.String()
 }
 
+// escaper escapes the characters tenantOf joins with.
+var escaper = strings.NewReplacer("%", "%25", "&", "%26", "=", "%3D")
+
 func escape(s string) string {
 	if !strings.ContainsAny(s, "&=%") {
 		return s
 	}
-	r := strings.NewReplacer("%", "%25", "&", "%26", "=", "%3D")
-	return r.Replace(s)
+	return escaper.Replace(s)
 }
 
 func unitPeriod(u rlsv3.RateLimitResponse_RateLimit_Unit) (time.Duration, bool) {

@@ -210,7 +210,7 @@ func (t Target) String() string {
 // misses reports which targets a window misses.
 func misses(w Window, pct [numMetrics]float64) [numTargets]bool {
 	return [numTargets]bool{
-		TargetOvershoot:      float64(w.Charged-w.Limit) > max(0.01*float64(w.Limit), 1)+1e-9,
+		TargetOvershoot:      w.overshootBeyond(1),
 		TargetUndershootSafe: pct[MetricUndershootSafe] > 5,
 		TargetWronglyDenied:  pct[MetricWronglyDenied] > 1,
 	}
@@ -393,7 +393,6 @@ func exploreOne(cfg ExploreConfig, i int) outcome {
 		return o
 	}
 	ref := newReference(sc)
-	var classes [][]Class
 	var lease, static *Result
 	for _, p := range cfg.Policies {
 		r, err := Run(sc, p, ExploreRunSeed)
@@ -406,31 +405,26 @@ func exploreOne(cfg ExploreConfig, i int) outcome {
 			o.anomaly = append(o.anomaly, fmt.Sprintf("%s %s: %d answers refused by Apply, %d series evicted", name, p, r.Stats.ApplyErrors, r.Stats.Evicted))
 		}
 		safe := ref.admitAll(r.Windows)
-		if classes == nil { // the same windows, in the same order, for every policy
-			for _, w := range r.Windows {
-				classes = append(classes, ref.classesOf(w))
-			}
-		}
 		po := policyOutcome{messages: r.SyncMessages}
 		for k, w := range r.Windows {
 			wm, reqs := windowMetrics(w, safe[k])
-			for m := range numMetrics {
-				c := Case{Index: i, Name: name, Value: wm[m], Requests: reqs[m], Window: w, Safe: safe[k]}
-				if p == Lease && (!o.hasLease || worse(c, o.worst[m]) < 0) {
-					o.worst[m] = c
-				}
-			}
 			if p == Lease {
+				for m := range numMetrics {
+					c := Case{Index: i, Name: name, Value: wm[m], Requests: reqs[m], Window: w, Safe: safe[k]}
+					if !o.hasLease || worse(c, o.worst[m]) < 0 {
+						o.worst[m] = c
+					}
+				}
 				o.hasLease = true
 			}
-			for _, c := range classes[min(k, len(classes)-1)] {
+			for _, c := range ref.classesOf(w) {
 				row := &po.rows[c]
 				for m := range numMetrics {
 					row.metrics[m] = append(row.metrics[m], float32(wm[m]))
 				}
 				row.offered += w.Offered
-				row.wronglyDenied += w.FalseDenials()
-				row.wronglyAdmitted += max(0, w.Charged-w.Limit)
+				row.wronglyDenied += int64(reqs[MetricWronglyDenied])
+				row.wronglyAdmitted += int64(reqs[MetricWronglyAdmitted])
 				for t, miss := range misses(w, wm) {
 					if miss {
 						row.beyond[t]++

@@ -13,8 +13,8 @@ import (
 )
 
 // exploreN runs the explorer over that many scenarios in
-// TestExploreMany, for CI (no bound is checked yet: it prints the
-// distribution and fails only on a generator or simulator error):
+// TestExploreMany, for CI (it prints the distribution, and fails on a
+// generator or simulator error and, for 500 scenarios, on exploreRatchet):
 //
 //	go test ./sim -run TestExploreMany -explore 500 -v -timeout 30m
 var exploreN = flag.Int("explore", 0, "run the explorer over this many scenarios (TestExploreMany)")
@@ -246,11 +246,11 @@ func TestExploreDeterministic(t *testing.T) {
 
 // exploreRatchet is, for the CI's run (500 scenarios from seed 1), the
 // number of lease's windows over all classes that may miss each design
-// target: what was measured (690, 16,908 and 19,571 of 80,298 windows)
+// target: what was measured (666, 16,382 and 18,602 of 80,298 windows)
 // plus 2% for noise. A change that misses more fails TestExploreMany; one
 // that misses fewer should lower these.
 var exploreRatchet = map[int][numTargets]int{
-	500: {TargetOvershoot: 704, TargetUndershootSafe: 17246, TargetWronglyDenied: 19962},
+	500: {TargetOvershoot: 679, TargetUndershootSafe: 16709, TargetWronglyDenied: 18974},
 }
 
 // TestExploreMany runs the explorer over -explore scenarios (none by

@@ -188,13 +188,20 @@ func newReference(sc *Scenario) *reference {
 	return ref
 }
 
-// admit runs the rule on one window.
+// admit runs the rule on one window: what it admits, at most
+// min(offered, limit).
 func (ref *reference) admit(w Window) float64 {
+	return min(ref.ruleAdmits(w), float64(min(w.Offered, w.Limit)))
+}
+
+// ruleAdmits is admit before its clamp: each part of the window, in
+// order, gives each side its share of the budget left, up to what the
+// side is offered (scaled so that the parts offer the window's Offered).
+func (ref *reference) ruleAdmits(w Window) float64 {
 	limit := float64(w.Limit)
-	naive := min(float64(w.Offered), limit)
 	parts, expected := ref.expected(w)
 	if expected <= 0 || w.Offered == 0 {
-		return naive
+		return min(float64(w.Offered), limit)
 	}
 	scale := float64(w.Offered) / expected
 	budget, admitted := limit, 0.0
@@ -206,7 +213,7 @@ func (ref *reference) admit(w Window) float64 {
 			budget -= a
 		}
 	}
-	return min(admitted, naive)
+	return admitted
 }
 
 // expected returns a window's parts and the requests the traffic lines are
@@ -285,48 +292,25 @@ func integrate(st *stream, a, b int64) float64 {
 // normalised (a named member that is down gives its share to the others in
 // proportion); all serving members alike when every share is zero.
 func sideFractions(tr *Traffic, sides []refSide) []float64 {
-	var named float64
-	for _, w := range tr.Spread {
-		named += w.Share
-	}
-	share := func(name string) (float64, bool) {
-		for _, w := range tr.Spread {
-			if w.Name == name {
-				return w.Share, true
-			}
-		}
-		return 0, false
-	}
-	nRest, serving := 0, 0
+	nRest, servingNamed := 0, 0.0
 	for _, s := range sides {
 		for _, m := range s.serving {
-			serving++
-			if _, ok := share(m); !ok {
+			if w, ok := tr.share(m); ok {
+				servingNamed += w
+			} else {
 				nRest++
 			}
 		}
 	}
-	rest := 0.0
-	if nRest > 0 {
-		rest = max(0, 1-named) / float64(nRest)
-	}
+	rest, even := tr.restShare(nRest, servingNamed)
 	out := make([]float64, len(sides))
 	var total float64
 	for i, s := range sides {
 		for _, m := range s.serving {
-			w, ok := share(m)
-			if !ok {
-				w = rest
-			}
+			w := tr.weight(m, rest, even)
 			out[i] += w
 			total += w
 		}
-	}
-	if total <= 0 { // every serving member has a zero share: all alike
-		for i, s := range sides {
-			out[i] = float64(len(s.serving))
-		}
-		total = float64(serving)
 	}
 	if total > 0 {
 		for i := range out {

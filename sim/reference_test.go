@@ -11,6 +11,8 @@ import (
 // admits.
 func TestPartitionSafe(t *testing.T) {
 	const head = "desc ref\ninstances 3\nsync 100ms\nduration 30s\nsla api fixed:10s:1000\n"
+	// All of tenant a's traffic, at its limit, on n2.
+	const hotN2 = "traffic tenants=a sla=api rate=1x spread=n2:100% arrivals=even\n"
 	for _, tc := range []struct {
 		name    string
 		src     string
@@ -25,17 +27,17 @@ func TestPartitionSafe(t *testing.T) {
 		// Window 10: 500 admitted before the cut at 15 s; n2 may then admit
 		// its third of the 500 left. Window 20: a third of the limit.
 		name:    "all traffic on the minority side",
-		src:     "traffic tenants=a sla=api rate=1x spread=n2:100% arrivals=even\nat 15s partition n0,n1 | n2\n",
+		src:     hotN2 + "at 15s partition n0,n1 | n2\n",
 		offered: []int64{1000, 1000},
 		want:    []float64{500 + 500.0/3, 1000.0 / 3},
 	}, {
 		name:    "isolate is the same cut",
-		src:     "traffic tenants=a sla=api rate=1x spread=n2:100% arrivals=even\nat 15s isolate n2\n",
+		src:     hotN2 + "at 15s isolate n2\n",
 		offered: []int64{1000, 1000},
 		want:    []float64{500 + 500.0/3, 1000.0 / 3},
 	}, {
 		name:    "a one-way cut reads as a partition",
-		src:     "traffic tenants=a sla=api rate=1x spread=n2:100% arrivals=even\nat 15s cut n0,n1 -> n2\n",
+		src:     hotN2 + "at 15s cut n0,n1 -> n2\n",
 		offered: []int64{1000, 1000},
 		want:    []float64{500 + 500.0/3, 1000.0 / 3},
 	}, {
@@ -48,7 +50,7 @@ func TestPartitionSafe(t *testing.T) {
 		// 12-14 s: n2 alone gets a third of the 800 left (267 > its 200
 		// offered); after the heal, the 600 left serve the 600 offered.
 		name:    "healed within the window",
-		src:     "traffic tenants=a sla=api rate=1x spread=n2:100% arrivals=even\nat 12s partition n0,n1 | n2\nat 14s heal\n",
+		src:     hotN2 + "at 12s partition n0,n1 | n2\nat 14s heal\n",
 		offered: []int64{1000, 1000},
 		want:    []float64{1000, 1000},
 	}, {
@@ -72,7 +74,7 @@ func TestPartitionSafe(t *testing.T) {
 		// from 25 s, 2 of 4 members each. Window 20: n2 admits its third
 		// (333.3 of 500 offered), then half of the 666.7 left.
 		name:    "a join lands on the first side",
-		src:     "traffic tenants=a sla=api rate=1x spread=n2:100% arrivals=even\nat 15s partition n2 | n0,n1\nat 25s join n3\n",
+		src:     hotN2 + "at 15s partition n2 | n0,n1\nat 25s join n3\n",
 		offered: []int64{1000, 1000},
 		want:    []float64{500 + 500.0/3, 1000.0/3 + (1000-1000.0/3)/2},
 	}} {
@@ -95,8 +97,9 @@ func TestPartitionSafe(t *testing.T) {
 	}
 }
 
-// The reference never exceeds min(offered, limit), and undershoot against
-// it is never above plain undershoot's count of requests.
+// The rule itself, before admit clamps it, never gives out more than the
+// limit nor more than was offered: the sides' shares of the budget left add
+// up to at most the budget, and the parts' scaled offers to the window's.
 func TestPartitionSafeBounds(t *testing.T) {
 	for i := range 40 {
 		name, src := GenerateScenario(3, i)
@@ -113,8 +116,8 @@ func TestPartitionSafeBounds(t *testing.T) {
 					for _, f := range []float64{0.5, 1, 2} {
 						w := Window{Tenant: tr.Tenants[0], SLA: tierName(tr.SLA, tier.Period), WindowStart: start.Seconds(),
 							Limit: tier.Threshold, Offered: int64(f * float64(tier.Threshold))}
-						if got := ref.admit(w); got < 0 || got > float64(min(w.Offered, w.Limit))+1e-9 {
-							t.Fatalf("%s: %s %s at %v offered %d: partition-safe %.2f, outside [0, min(offered, limit)]",
+						if got := ref.ruleAdmits(w); got < 0 || got > float64(min(w.Offered, w.Limit))+1e-6 {
+							t.Fatalf("%s: %s %s at %v offered %d: the rule admits %.2f, outside [0, min(offered, limit)]",
 								name, w.Tenant, w.SLA, start, w.Offered, got)
 						}
 					}

@@ -79,6 +79,18 @@ type Window struct {
 	Charged  int64 `json:"charged"`
 }
 
+// overshootBeyond reports whether the window charged more than pct percent
+// of its limit beyond it, with at least one request of slack when pct > 0:
+// the rule of an expect line's overshoot<= bound, and of the explorer's
+// overshoot target (pct 1).
+func (w Window) overshootBeyond(pct float64) bool {
+	allowed := pct / 100 * float64(w.Limit)
+	if pct > 0 {
+		allowed = max(allowed, 1)
+	}
+	return float64(w.Charged-w.Limit) > allowed+1e-9
+}
+
 // FalseDenials returns how many of the window's denied requests the limit
 // had room for: min(offered-admitted, max(0, limit-charged)).
 func (w Window) FalseDenials() int64 {
@@ -191,11 +203,7 @@ func (b Bound) holds(r *Result) (string, bool) {
 		got = r.MaxOvershootPct
 		if b.Op == "<=" {
 			for _, w := range r.Windows {
-				allowed := b.Value / 100 * float64(w.Limit)
-				if b.Value > 0 {
-					allowed = max(allowed, 1)
-				}
-				if float64(w.Charged-w.Limit) > allowed+1e-9 {
+				if w.overshootBeyond(b.Value) {
 					return fmt.Sprintf("%v: %s %s at %gs admitted %d of %d (%.3f%%)",
 						b, w.Tenant, w.SLA, w.WindowStart, w.Charged, w.Limit, 100*w.Overshoot()), false
 				}

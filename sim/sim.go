@@ -500,9 +500,11 @@ func (w *world) request(st *stream, in *instance, retried bool) {
 		w.stats.Decisions++
 	}
 	if d.Pending && w.sc.PendingWait > 0 {
-		// As the node does: the request waits for the next sync round, which
-		// is asked for at once, and is decided again when the round ends.
-		p := &parked{inst: in, gen: in.gen, stream: st, series: s, arrived: w.vt, deadline: w.vt + int64(min(w.sc.PendingWait, d.Reset)), retried: retried}
+		// As the node does (node.waitPending): the request waits for the
+		// next sync round, which is asked for at once, and is decided again
+		// when the round ends, for at most PendingWait, even past the end
+		// of its window (it is then decided, and charged, in the next one).
+		p := &parked{inst: in, gen: in.gen, stream: st, series: s, arrived: w.vt, deadline: w.vt + int64(w.sc.PendingWait), retried: retried}
 		in.parked = append(in.parked, p)
 		w.stats.Pending++
 		w.q.push(&event{at: p.deadline, kind: evPendingDeadline, park: p})
@@ -827,12 +829,7 @@ func (w *world) advanceLeave(in *instance) {
 	in.round = in.round[:0]
 	if in.leaving == 1 && in.eng != nil {
 		in.leaving = 2
-		now := in.now()
-		for _, b := range in.eng.Handoff(now) {
-			f := &flight{inst: in, gen: in.gen, sentAt: w.vt, batch: b}
-			in.round = append(in.round, f)
-			w.send(&message{from: in, to: w.byName[b.Owner], flight: f, req: b.Req})
-		}
+		w.sendBatches(in, in.eng.Handoff(in.now()))
 		if len(in.round) > 0 {
 			return
 		}

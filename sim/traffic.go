@@ -157,39 +157,25 @@ func (st *stream) pick(insts []*instance) *instance {
 	for len(st.cw) < len(insts) {
 		st.cw = append(st.cw, 0)
 	}
-	var named, rest float64
-	for _, w := range st.tr.Spread {
-		named += w.Share
-	}
-	nRest := 0
-	servingNamed := 0.0
+	nRest, servingNamed := 0, 0.0
 	for _, in := range insts {
 		if !in.serving() {
 			continue
 		}
-		if w, ok := st.share(in.name); ok {
+		if w, ok := st.tr.share(in.name); ok {
 			servingNamed += w
 		} else {
 			nRest++
 		}
 	}
-	if nRest > 0 {
-		rest = max(0, 1-named) / float64(nRest)
-	}
-	even := servingNamed+rest*float64(nRest) <= 0 // every serving member has a zero share
+	rest, even := st.tr.restShare(nRest, servingNamed)
 	var total float64
 	var best *instance
 	for i, in := range insts {
 		if !in.serving() {
 			continue
 		}
-		w, ok := st.share(in.name)
-		if !ok {
-			w = rest
-		}
-		if even {
-			w = 1
-		}
+		w := st.tr.weight(in.name, rest, even)
 		st.cw[i] += w
 		total += w
 		if best == nil || st.cw[i] > st.cw[best.idx] {
@@ -202,11 +188,39 @@ func (st *stream) pick(insts []*instance) *instance {
 	return best
 }
 
-func (st *stream) share(name string) (float64, bool) {
-	for _, w := range st.tr.Spread {
+// share returns the spread's share of a member, if it names it.
+func (tr *Traffic) share(name string) (float64, bool) {
+	for _, w := range tr.Spread {
 		if w.Name == name {
 			return w.Share, true
 		}
 	}
 	return 0, false
+}
+
+// restShare returns the load balancer's weight of a serving member the
+// spread does not name, given how many serve (nRest) and the summed shares
+// of the named ones that serve; and whether every serving member weighs 1
+// instead, because all those weights are zero. stream.pick and the
+// reference's sideFractions both weigh members so (Traffic.weight).
+func (tr *Traffic) restShare(nRest int, servingNamed float64) (rest float64, even bool) {
+	var named float64
+	for _, w := range tr.Spread {
+		named += w.Share
+	}
+	if nRest > 0 {
+		rest = max(0, 1-named) / float64(nRest)
+	}
+	return rest, servingNamed+rest*float64(nRest) <= 0
+}
+
+// weight returns a serving member's weight under restShare's rest and even.
+func (tr *Traffic) weight(name string, rest float64, even bool) float64 {
+	if even {
+		return 1
+	}
+	if w, ok := tr.share(name); ok {
+		return w
+	}
+	return rest
 }

@@ -295,7 +295,7 @@ func accuracy(ctx context.Context, d design, e env, base int, r *result) error {
 					if ts >= end {
 						return
 					}
-					win, t := int((ts-first)/P), mine[j]
+					t := mine[j]
 					// Each request on its own, as clients send them: a
 					// decision that waits (a lease policy request waiting
 					// for its owner's answer) holds up no other request.
@@ -310,7 +310,17 @@ func accuracy(ctx context.Context, d design, e env, base int, r *result) error {
 					inflight.Add(1)
 					go func() {
 						defer func() { <-slots; inflight.Done() }()
+						// The window is read as the decision starts, not
+						// when the pacer made the request: on a loaded
+						// machine this goroutine may start late, and a
+						// request decided in one window but counted in
+						// the one before shows as overshoot that no
+						// instance admitted.
+						win := int((time.Now().UnixNano() - first) / P)
 						ok, err := d.decide(ctx, inst, base+t)
+						if win >= len(offered[t]) {
+							return
+						}
 						mu.Lock()
 						defer mu.Unlock()
 						offered[t][win]++

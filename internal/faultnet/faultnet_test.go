@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/peerlimit/peerlimit/internal/testutil"
 )
 
 func TestTableTimeline(t *testing.T) {
@@ -332,7 +333,7 @@ func TestTransportStreams(t *testing.T) {
 	// Inbound filter: a raw dial from a local port registered to "c", while
 	// c is cut from b, is closed by b's wrapper; a raw dial from an
 	// unregistered port is delivered.
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	local := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	tb.Register("c", local)
 	tb.Cut([]string{"c"}, []string{"b"})
@@ -366,15 +367,4 @@ func isTimeout(err error) bool {
 
 func isReset(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "connection reset")
-}
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -1,11 +1,14 @@
 // Package testutil holds the small helpers the project's tests share:
 // waiting for a condition with a deadline (never a sleep standing in for
-// synchronisation), and a log sink safe for concurrent writers and readers.
+// synchronisation), a log sink safe for concurrent writers and readers,
+// a free loopback port and this host's routable address.
 package testutil
 
 import (
 	"bytes"
 	"log/slog"
+	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -89,4 +92,37 @@ func (w *tbWriter) Write(p []byte) (int, error) {
 		w.tb.Log(strings.TrimRight(string(p), "\n"))
 	}
 	return len(p), nil
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago:
+// nobody listens there now (a seed with a typo, or a port a test binds
+// later).
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// RoutableIP returns a non-loopback, non-link-local IPv4 address of this
+// host. Without one the test is skipped, but fails when the CI environment
+// variable is set: there a skip would hide a test that must run.
+func RoutableIP(tb testing.TB) net.IP {
+	tb.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err == nil {
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() && !ipn.IP.IsLinkLocalUnicast() {
+				return ipn.IP.To4()
+			}
+		}
+	}
+	if os.Getenv("CI") != "" {
+		tb.Fatalf("this host has no routable IPv4 address (interfaces: %v) and CI is set", err)
+	}
+	tb.Skipf("this host has no routable IPv4 address (interfaces: %v)", err)
+	return nil
 }
