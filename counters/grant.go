@@ -42,12 +42,12 @@ import (
 //     the window if they are out of contact.
 //
 // The rest is split among the members in contact that reported, by demand
-// (max-min fair over what each is expected to need before the window ends,
-// then half of what nobody needs in equal parts to those with demand; the
-// other half stays unallocated for members whose demand appears or grows),
-// and r gets its
-// part as far as the caps the others still hold leave room. The others
-// converge to their part at their next report.
+// (max-min fair over what each is expected to need in the next NeedHorizon
+// intervals, then half of what nobody needs in equal parts to those with
+// demand; the other half stays unallocated for members whose demand
+// appears or grows), and r gets its part as far as the caps the others
+// still hold leave room. The others converge to their part at their next
+// report.
 func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, spare int64) {
 	period := int64(key.Period)
 	hash := key.SeriesHash()
@@ -169,7 +169,13 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 
 	estR := est(r, r.name)
 	free := w.threshold - committed
+	// What nobody needs is judged over the time left in the window; the
+	// members' parts follow their demand over the next NeedHorizon
+	// intervals at most. Projected over a day-long window, any demand is
+	// more than the limit, and the parts would follow nothing but the
+	// number of members with demand.
 	left := max(0, period-(now-key.WindowStart))
+	soon := float64(min(left, NeedHorizon*int64(o.cfg.Interval)))
 	var othersOut, othersExcess, needs int64
 	var needy int64 // reporters with demand
 	for _, s := range reach {
@@ -184,7 +190,7 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 			othersOut += out
 			// Beyond what its current demand needs, a member gives back at
 			// its next report what it holds (its smoothed need fades).
-			othersExcess += max(0, out-int64(math.Ceil(s.instant*float64(left))))
+			othersExcess += max(0, out-int64(math.Ceil(s.instant*soon)))
 		}
 		needs += n
 	}
@@ -199,7 +205,7 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		spare = 0
 	} else {
 		kept := spare - spare*needy/max(needy, int64(n))
-		fair := fairShare(free-kept, reach, r, float64(left))
+		fair := fairShare(free-kept, reach, r, soon, float64(left))
 		allowed := max(min(fair, free-othersOut), 0)
 		g += allowed
 		r.hadShare = r.hadShare || allowed > 0
@@ -221,10 +227,25 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	return g, spare + held
 }
 
-// need is what an origin is expected to need over the time left, at the
+// NeedHorizon is how many sync intervals ahead (at most) an owner projects
+// each member's demand when it splits a limit among them first (see
+// fairShare), and judges what the others hold beyond their demand. In a
+// long window (an hour, a day) demand projected over the time left is more
+// than any limit: every member then looked as if it needed all it held,
+// the parts followed nothing but the number of members, and a member that
+// spent its part was refused at once while the others held most of the
+// limit unused (a tenant moving between instances got a 429 at its fourth
+// request against a daily limit of 1000). 50 intervals is 10 s at the
+// default 200 ms: windows up to that long are split as before. Shorter
+// horizons cost accuracy there: at 5, a member cut off one way at 2x kept
+// 11% of a 5 s window unspent (sim TestMemberLostNearWindowStart); at 10
+// the sim's scenarios pass, with more sync messages in some.
+const NeedHorizon = 50
+
+// need is what an origin is expected to need over d nanoseconds at the
 // rate of its demand: 0 for an idle origin.
-func need(s *originState, left float64) int64 {
-	return int64(math.Ceil(s.rate * left))
+func need(s *originState, d float64) int64 {
+	return int64(math.Ceil(s.rate * d))
 }
 
 func contains(ss []*originState, s *originState) bool {
@@ -236,12 +257,17 @@ func contains(ss []*originState, s *originState) bool {
 	return false
 }
 
-// fairShare splits free among origins by their expected need over the time
-// left (max-min fair, water-filling), then spreads what no one needs equally
-// among the origins with demand, and returns r's part. Integer units: the
-// parts add up to free exactly, or to less when no origin has demand. It
-// sorts the needs once: O(k log k) for k origins.
-func fairShare(free int64, origins []*originState, r *originState, left float64) int64 {
+// fairShare splits free among origins by demand, and returns r's part.
+// First by what each is expected to need soon (max-min fair, water-filling
+// on the next soon nanoseconds); if that leaves some over, every need is
+// met and the rest is split the same way by what each is expected to need
+// over the rest of the window (left), so that an origin with little demand
+// does not hold budget it cannot spend before the window ends (and that the
+// owner must reserve for it if it is cut off). What no one needs is spread
+// equally among the origins with demand. Integer units: the parts add up
+// to free exactly, or to less when no origin has demand. It sorts the needs
+// at most twice: O(k log k) for k origins.
+func fairShare(free int64, origins []*originState, r *originState, soon, left float64) int64 {
 	k := len(origins)
 	var needBuf [16]int64
 	var orderBuf [16]int
@@ -250,8 +276,10 @@ func fairShare(free int64, origins []*originState, r *originState, left float64)
 		needs, order = make([]int64, 0, k), make([]int, 0, k)
 	}
 	ri := -1
+	var sum int64
 	for i, s := range origins {
-		needs = append(needs, need(s, left))
+		needs = append(needs, need(s, soon))
+		sum += needs[i]
 		if s == r {
 			ri = i
 		}
@@ -262,6 +290,20 @@ func fairShare(free int64, origins []*originState, r *originState, left float64)
 	if len(order) == 0 || free <= 0 || ri < 0 || needs[ri] <= 0 {
 		return 0 // nobody (or not r) has demand: nothing to hand out
 	}
+	if sum >= free || left <= soon {
+		return waterFill(free, needs, order, ri)
+	}
+	first := needs[ri]
+	for i, s := range origins {
+		needs[i] = max(0, need(s, left)-needs[i])
+	}
+	return first + waterFill(free-sum, needs, order, ri)
+}
+
+// waterFill splits free among the origins in order (those with demand) by
+// their needs, max-min fair, then what no one needs in equal parts, and
+// returns the part of origin ri. It sorts order.
+func waterFill(free int64, needs []int64, order []int, ri int) int64 {
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(needs[a], needs[b]) })
 	// Water-filling in increasing need: each origin gets its need or an
 	// equal part of what is left, whichever is smaller; the units left over

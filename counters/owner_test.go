@@ -347,7 +347,7 @@ func TestFairShareIsExact(t *testing.T) {
 		os := mk(tc.rates...)
 		var sum int64
 		for i := range os {
-			got := fairShare(tc.free, os, os[i], 1)
+			got := fairShare(tc.free, os, os[i], 1, 1)
 			sum += got
 			if got != tc.want[i] {
 				t.Errorf("fairShare(%d, %v)[%d] = %d, want %d", tc.free, tc.rates, i, got, tc.want[i])
@@ -371,5 +371,56 @@ func TestOwnerBoundedAndSwept(t *testing.T) {
 	}
 	if n := o.Sweep(at(22*time.Second + 1)); n != 2 {
 		t.Fatalf("swept %d, want 2", n)
+	}
+}
+
+// TestOwnerLongWindowFollowsDemand: in a day-long window, every member's
+// demand projected over the time left is more than the limit, but what
+// matters is what they will spend before their next reports. Three members
+// share a limit with a request now and then; one of them gets a burst that
+// spends its part. The owner must not take that for overload (refusing at
+// once while the others hold two thirds of the limit unused): the bursting
+// member is told more is to come, and gets most of the limit as the others
+// give back what their trickle does not need.
+func TestOwnerLongWindowFollowsDemand(t *testing.T) {
+	o := NewOwner(OwnerConfig{Lease: true, Self: "o", Interval: 100 * time.Millisecond})
+	o.SetMembers(base, []string{"a", "b", "c"}, nil)
+	ms := members("a", "b", "c")
+	a, b, c := ms["a"], ms["b"], ms["c"]
+	beat(o, 0, 200*time.Millisecond, a, b, c)
+	k := ownerKey()
+	k.Period = 24 * time.Hour
+	const limit = 1000
+	// Every member sends a request now and then, and reports each interval.
+	ts := 200 * time.Millisecond
+	for range 10 {
+		for _, m := range []*member{a, b, c} {
+			m.sync(o, at(ts), k, limit, 1)
+			m.own = min(m.own+1, max(m.cap, m.own))
+			ts += 10 * time.Millisecond
+		}
+		ts += 70 * time.Millisecond
+	}
+	t.Logf("before the burst: caps %d %d %d, own %d %d %d", a.cap, b.cap, c.cap, a.own, b.own, c.own)
+	// c's burst spends its cap; it asks at once, then at every interval
+	// while the others go on with their trickle.
+	burst := c.cap - c.own
+	c.own = c.cap
+	ans := c.sync(o, at(ts), k, limit, burst)
+	if c.own >= c.cap && ans.Spare <= 0 {
+		t.Fatalf("c spent its cap %d while a and b hold %d and %d of %d using %d and %d: %+v, want more to come",
+			c.cap, a.cap, b.cap, limit, a.own, b.own, ans)
+	}
+	for range 5 {
+		ts += 100 * time.Millisecond
+		for _, m := range []*member{a, b} {
+			m.sync(o, at(ts), k, limit, 1)
+			m.own = min(m.own+1, max(m.cap, m.own))
+		}
+		c.sync(o, at(ts+5*time.Millisecond), k, limit, 0)
+	}
+	if c.cap < limit*8/10 || a.cap+b.cap+c.cap > limit {
+		t.Errorf("after the burst: caps %d %d %d (own %d %d %d), want most of %d for c, within the limit",
+			a.cap, b.cap, c.cap, a.own, b.own, c.own, limit)
 	}
 }
