@@ -217,10 +217,17 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		// while r has had no share beyond its count in this window (its
 		// demand just appeared): the others' next reports tell whether
 		// their demand is still there. Under overload an instance that
-		// already had a share is told nothing more comes.
-		if !r.hadShare && !(r.heldGrant && r.held+r.base > estR) {
+		// already had a share is told nothing more comes. In a window
+		// longer than the horizon, all that the others hold beyond their
+		// near-term need may come: a burst at r (demand this answer does
+		// not know of) gets it at r's next reports, as the owner moves the
+		// parts to the new demand.
+		switch {
+		case !r.hadShare && !(r.heldGrant && r.held+r.base > estR):
 			spare += fair - allowed
-		} else {
+		case float64(left) > soon:
+			spare += max(fair-allowed, othersExcess)
+		default:
 			spare += min(fair-allowed, othersExcess)
 		}
 	}
