@@ -158,3 +158,50 @@ func TestShouldRateLimitOnACluster(t *testing.T) {
 		}
 	}
 }
+
+// TestReplacesOnACluster: envoy ratelimit's replaces. A request that
+// matches a limit and one that replaces it is checked against the
+// replacing limit only, and the replaced one is not counted; a request
+// that matches only the first is limited by it.
+func TestReplacesOnACluster(t *testing.T) {
+	cfg, err := Parse("replace.yaml", []byte(`domain: replace
+descriptors:
+  - key: user
+    rate_limit: {name: per-user, unit: day, requests_per_unit: 3}
+  - key: plan
+    value: gold
+    rate_limit: {unit: day, requests_per_unit: 6, replaces: [{name: per-user}]}
+  - key: plan
+    value: free
+    rate_limit: {unit: day, requests_per_unit: 100}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients := startRLS(t, cfg)
+	count := func(n int, ds ...*ratelimitv3.RateLimitDescriptor) (ok int) {
+		t.Helper()
+		for i := range n {
+			resp, err := clients[i%len(clients)].ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "replace", Descriptors: ds})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ds) == 2 && ds[1].Entries[0].Value == "gold" && (resp.Statuses[0].CurrentLimit != nil || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OK) {
+				t.Fatalf("the replaced limit was applied: %v", resp.Statuses[0])
+			}
+			if resp.OverallCode == rlsv3.RateLimitResponse_OK {
+				ok++
+			}
+		}
+		return ok
+	}
+	if got := count(8, desc("user", "bob"), desc("plan", "gold")); got != 6 {
+		t.Errorf("bob on gold: %d of 8 OK, want the replacing limit's 6", got)
+	}
+	if got := count(4, desc("user", "bob")); got != 3 {
+		t.Errorf("bob alone after his gold requests: %d of 4 OK, want 3 (the replaced limit counted nothing)", got)
+	}
+	if got := count(5, desc("user", "ann"), desc("plan", "free")); got != 3 {
+		t.Errorf("ann on free: %d of 5 OK, want her own limit's 3", got)
+	}
+}

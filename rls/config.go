@@ -9,10 +9,10 @@
 // with key and value (an empty value matches any value, and each value gets
 // its own counter, as in envoy ratelimit; a configured value wins over the
 // empty one); rate_limit with unit (second, minute, hour or day),
-// requests_per_unit, unlimited and name; shadow_mode. detailed_metric and
-// value_to_metric are accepted and change nothing (they shape envoy
-// ratelimit's statsd metrics). Refused with an error that names the file,
-// line and field: replaces, share_threshold, wildcard values (ending in
+// requests_per_unit, unlimited, name and replaces; shadow_mode.
+// detailed_metric and value_to_metric are accepted and change nothing (they
+// shape envoy ratelimit's statsd metrics). Refused with an error that names
+// the file, line and field: share_threshold, wildcard values (ending in
 // "*"), and units other than the four.
 package rls
 
@@ -56,6 +56,10 @@ type Limit struct {
 	RequestsPerUnit uint32
 	// Unlimited says every request is admitted, without counting.
 	Unlimited bool
+	// Replaces names the limits this one replaces: when a request matches
+	// both, only this one is applied, and the replaced one is neither
+	// checked nor counted (envoy ratelimit's replaces).
+	Replaces []string
 }
 
 // ConfigError is one error in a configuration file.
@@ -347,9 +351,9 @@ func (p *parser) limit(n *yaml.Node, field string) *Limit {
 		case "name":
 			l.Name = p.str(v, f)
 		case "replaces":
-			p.errorf(k, f, "not supported by peerlimit yet")
+			l.Replaces = p.replaces(v, f)
 		default:
-			p.errorf(k, f, "unknown field (want unit, requests_per_unit, unlimited, name)")
+			p.errorf(k, f, "unknown field (want unit, requests_per_unit, unlimited, name, replaces)")
 		}
 	}
 	if !l.Unlimited {
@@ -361,6 +365,37 @@ func (p *parser) limit(n *yaml.Node, field string) *Limit {
 		}
 	}
 	return l
+}
+
+// replaces parses a limit's replaces: a list of {name: N}, each name set.
+func (p *parser) replaces(n *yaml.Node, field string) []string {
+	if n.Kind != yaml.SequenceNode {
+		p.errorf(n, field, "want a list of {name: ...}")
+		return nil
+	}
+	var names []string
+	for i, item := range n.Content {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if item.Kind != yaml.MappingNode {
+			p.errorf(item, f, "want a mapping with name")
+			continue
+		}
+		name := ""
+		for j := 0; j+1 < len(item.Content); j += 2 {
+			k, v := item.Content[j], item.Content[j+1]
+			if k.Value != "name" {
+				p.errorf(k, f+"."+k.Value, "unknown field (want name)")
+				continue
+			}
+			name = p.str(v, f+".name")
+		}
+		if name == "" {
+			p.errorf(item, f+".name", "required, and not empty")
+			continue
+		}
+		names = append(names, name)
+	}
+	return names
 }
 
 // Entry is one key and value of a request's descriptor.

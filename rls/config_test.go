@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -74,7 +75,7 @@ func TestParseAndLookup(t *testing.T) {
 		if d == nil {
 			continue
 		}
-		if (d.Limit == nil) != (tc.want == nil) || (d.Limit != nil && *d.Limit != *tc.want) || d.Shadow != tc.shadow {
+		if (d.Limit == nil) != (tc.want == nil) || (d.Limit != nil && !reflect.DeepEqual(d.Limit, tc.want)) || d.Shadow != tc.shadow {
 			t.Errorf("%s: limit %+v shadow %v, want %+v shadow %v", tc.name, d.Limit, d.Shadow, tc.want, tc.shadow)
 		}
 	}
@@ -95,7 +96,9 @@ func TestParseErrors(t *testing.T) {
 		{"domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: -1}\n", "x.yaml:4: descriptors[0].rate_limit.requests_per_unit: want a whole number"},
 		{"domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second}\n", "x.yaml:4: descriptors[0].rate_limit.requests_per_unit: required"},
 		{"domain: a\ndescriptors:\n  - key: k\n    value: files*\n", "x.yaml:4: descriptors[0].value: wildcard values"},
-		{"domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      replaces: [{name: x}]\n", "x.yaml:7: descriptors[0].rate_limit.replaces: not supported"},
+		{"domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      replaces: [{name: ''}]\n", "x.yaml:7: descriptors[0].rate_limit.replaces[0].name: required"},
+		{"domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      replaces: [{nom: x}]\n", "x.yaml:7: descriptors[0].rate_limit.replaces[0].nom: unknown field"},
+		{"domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      replaces: x\n", "x.yaml:7: descriptors[0].rate_limit.replaces: want a list"},
 		{"domain: a\ndescriptors:\n  - key: k\n  - key: k\n", `x.yaml:4: descriptors[1]: key "k" without a value is defined twice`},
 		{"domain: a\ndescriptors:\n  - key: k\n    descriptors:\n      - key: j\n        shadow_mode: maybe\n", `x.yaml:6: descriptors[0].descriptors[0].shadow_mode: want true or false, got "maybe"`},
 		{"domain: [a\n", "x.yaml: yaml:"},

@@ -70,8 +70,16 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	}
 	cfg := s.cfg.Load()
 	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds))}
-	var worst counters.Decision // the most restrictive decision made
-	decided := false
+	// First each descriptor's limit, and the names of the limits that the
+	// matched ones replace: a replaced limit is not applied.
+	type match struct {
+		lim    *Limit
+		shadow bool
+		tenant string
+	}
+	var matchBuf [maxDescriptors]match
+	matches := matchBuf[:len(ds)]
+	var replaced map[string]bool
 	var entries [maxEntries]Entry
 	for i, d := range ds {
 		if len(d.GetEntries()) == 0 || len(d.GetEntries()) > maxEntries {
@@ -85,9 +93,23 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			es = append(es, Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
 		lim, shadow := s.limitOf(cfg, req.GetDomain(), d, es)
-		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-		resp.Statuses[i] = st
+		resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 		if lim == nil || lim.Unlimited {
+			continue
+		}
+		matches[i] = match{lim: lim, shadow: shadow, tenant: tenantOf(es)}
+		for _, name := range lim.Replaces {
+			if replaced == nil {
+				replaced = map[string]bool{}
+			}
+			replaced[name] = true
+		}
+	}
+	var worst counters.Decision // the most restrictive decision made
+	decided := false
+	for i, d := range ds {
+		lim, st := matches[i].lim, resp.Statuses[i]
+		if lim == nil || (lim.Name != "" && replaced[lim.Name]) {
 			continue
 		}
 		cost := int64(req.GetHitsAddend())
@@ -96,7 +118,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		} else if cost == 0 {
 			cost = 1
 		}
-		l := counters.Limit{Tenant: tenantOf(es), Endpoint: req.GetDomain(), Method: Method, Period: lim.Period, Threshold: int64(lim.RequestsPerUnit)}
+		l := counters.Limit{Tenant: matches[i].tenant, Endpoint: req.GetDomain(), Method: Method, Period: lim.Period, Threshold: int64(lim.RequestsPerUnit)}
 		dec, err := s.n.Take(ctx, []counters.Limit{l}, cost)
 		if err != nil {
 			if errors.Is(err, counters.ErrBadKey) {
@@ -107,7 +129,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: lim.Name, RequestsPerUnit: lim.RequestsPerUnit, Unit: lim.Unit}
 		st.LimitRemaining = uint32(min(max(dec.Remaining, 0), 1<<32-1))
 		st.DurationUntilReset = durationpb.New(dec.Reset)
-		if !dec.Allowed && !shadow { // shadow mode answers OK whatever the decision
+		if !dec.Allowed && !matches[i].shadow { // shadow mode answers OK whatever the decision
 			st.Code, resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT, rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 		if !decided || (!dec.Allowed && worst.Allowed) || (dec.Allowed == worst.Allowed && dec.Remaining < worst.Remaining) {
