@@ -118,6 +118,14 @@ type Config struct {
 	// [ErrNoSeed] through [Gossip.Health].
 	Seeds []string
 
+	// DNSConfigPath is the resolv.conf whose first nameserver memberlist
+	// asks, over TCP, for every address of a seed given by name (a
+	// Kubernetes headless Service lists each ready pod), before it falls
+	// back to Go's resolver. Names are resolved again at every join
+	// attempt, the rejoin loop's included, so members that appear behind a
+	// name later are found. Default "/etc/resolv.conf".
+	DNSConfigPath string
+
 	// JoinTimeout, if positive, makes Start wait until a seed answers,
 	// retrying them every second, and fail with [ErrNoSeed] if none has
 	// within this time (an unreachable seed may add one TCP timeout, 1 s

@@ -163,6 +163,9 @@ func (g *Gossip) Start(ctx context.Context) error {
 		}
 	})
 	mc.Label = g.cfg.Label
+	if g.cfg.DNSConfigPath != "" {
+		mc.DNSConfigPath = g.cfg.DNSConfigPath
+	}
 	if len(g.cfg.SecretKeys) > 0 {
 		kr, err := memberlist.NewKeyring(g.cfg.SecretKeys, g.cfg.SecretKeys[0])
 		if err != nil {
