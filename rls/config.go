@@ -163,6 +163,9 @@ func Parse(name string, data []byte) (*Config, error) {
 
 // Domains returns the domain names, sorted.
 func (c *Config) Domains() []string {
+	if c == nil {
+		return nil
+	}
 	out := make([]string, 0, len(c.domains))
 	for d := range c.domains {
 		out = append(out, d)

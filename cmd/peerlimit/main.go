@@ -30,6 +30,7 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/peerlimit/peerlimit/httpfilter"
 	"github.com/peerlimit/peerlimit/node"
 	"github.com/peerlimit/peerlimit/rls"
 	"google.golang.org/grpc"
@@ -93,12 +94,31 @@ func jsonCheck(srv *rls.Server) http.Handler {
 	})
 }
 
+// load reads the configurations the options name: envoy ratelimit's
+// directory and the middleware's limits file, each nil when not set.
+func load(o *options) (*rls.Config, *httpfilter.Limits, error) {
+	var cfg *rls.Config
+	var lim *httpfilter.Limits
+	var err error
+	if o.configDir != "" {
+		if cfg, err = rls.LoadDir(o.configDir); err != nil {
+			return nil, nil, err
+		}
+	}
+	if o.limitsFile != "" {
+		if lim, err = httpfilter.LoadFile(o.limitsFile); err != nil {
+			return nil, nil, err
+		}
+	}
+	return cfg, lim, nil
+}
+
 // options are the command's settings.
 type options struct {
-	name, configDir, rlsAddr, httpAddr, addr, seeds, gossipKey, logLevel, policy, label string
-	gossipPort, peerPort, maxEntries                                                    int
-	syncInterval, joinTimeout                                                           time.Duration
-	local                                                                               bool
+	name, configDir, limitsFile, rlsAddr, httpAddr, addr, seeds, gossipKey, logLevel, policy, label string
+	gossipPort, peerPort, maxEntries                                                                int
+	syncInterval, joinTimeout                                                                       time.Duration
+	local                                                                                           bool
 }
 
 func parse(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
@@ -107,7 +127,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	fs := flag.NewFlagSet("peerlimit", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.name, "name", host, "member name, unique in the cluster")
-	fs.StringVar(&o.configDir, "config-dir", "", "directory of envoy ratelimit configuration files (*.yaml, *.yml); required")
+	fs.StringVar(&o.configDir, "config-dir", "", "directory of envoy ratelimit configuration files (*.yaml, *.yml), for the rate limit service")
+	fs.StringVar(&o.limitsFile, "limits", "", "the HTTP middleware's limits file (YAML), for POST /v1/check")
 	fs.StringVar(&o.rlsAddr, "rls-addr", ":8081", "gRPC address of the rate limit service (with health and reflection)")
 	fs.StringVar(&o.httpAddr, "http-addr", ":8080", "HTTP address of /metrics and /healthz")
 	fs.StringVar(&o.addr, "addr", "", "address to bind the peer ports to and publish (default: every interface, published at the host's private address)")
@@ -136,8 +157,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 			}
 		}
 	})
-	if o.configDir == "" {
-		errs = append(errs, errors.New("-config-dir (or PEERLIMIT_CONFIG_DIR) is required"))
+	if o.configDir == "" && o.limitsFile == "" {
+		errs = append(errs, errors.New("-config-dir (or PEERLIMIT_CONFIG_DIR), -limits (or PEERLIMIT_LIMITS) or both are required"))
 	}
 	return o, errors.Join(errs...)
 }
@@ -156,7 +177,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, hup <-c
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
-	cfg, err := rls.LoadDir(o.configDir)
+	cfg, lim, err := load(o)
 	if err != nil {
 		fmt.Fprintln(stderr, "peerlimit:", err)
 		return 1
@@ -228,9 +249,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, hup <-c
 	}
 	mux.HandleFunc("GET /healthz", healthz)
 	mux.HandleFunc("GET /healthcheck", healthz) // envoy ratelimit's name
-	check := jsonCheck(srv)
-	mux.Handle("POST /json", check) // envoy ratelimit's endpoint
-	mux.Handle("POST /v1/check", check)
+	mux.Handle("POST /json", jsonCheck(srv))    // envoy ratelimit's endpoint
+	chk := &checker{n: n}
+	chk.limits.Store(lim)
+	mux.Handle("POST /v1/check", chk)
 	httpLis, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {
 		fmt.Fprintln(stderr, "peerlimit: -http-addr:", err)
@@ -266,13 +288,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, hup <-c
 			log.Info("leaving")
 			return 0
 		case <-hup:
-			c, err := rls.LoadDir(o.configDir)
+			c, l, err := load(o)
 			if err != nil {
 				log.Error("reload refused; the previous configuration stays", "err", err)
 				continue
 			}
 			srv.Set(c)
-			log.Info("configuration reloaded", "domains", c.Domains())
+			chk.limits.Store(l)
+			log.Info("configuration reloaded", "domains", c.Domains(), "limits", o.limitsFile)
 		}
 	}
 }

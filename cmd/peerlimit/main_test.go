@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -153,16 +155,18 @@ func TestTwoServersShareALimit(t *testing.T) {
 }
 
 func TestBadSettings(t *testing.T) {
-	dir, good := t.TempDir(), t.TempDir()
+	dir, good, other := t.TempDir(), t.TempDir(), t.TempDir()
 	writeConfig(t, dir, "bad.yaml", "domain: edge\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
 	writeConfig(t, good, "edge.yaml", "domain: edge\n")
+	writeConfig(t, other, "limits.yaml", "slas:\n  - id: put\n    match: {methods: [PUT], pathPattern: \"/v1/{org}\"}\n    tenant: {fromPath: org}\n    tiers: [{period: fortnight, threshold: 1}]\n")
 	for _, tc := range []struct {
 		args []string
 		env  map[string]string
 		code int
 		want string
 	}{
-		{nil, nil, 2, "-config-dir (or PEERLIMIT_CONFIG_DIR) is required"},
+		{nil, nil, 2, "-limits (or PEERLIMIT_LIMITS) or both are required"},
+		{[]string{"-limits", filepath.Join(other, "limits.yaml")}, nil, 1, `limits.yaml:5: sla "put": tiers[0].period`},
 		{[]string{"-config-dir", dir}, nil, 1, `bad.yaml:4: descriptors[0].rate_limit.unit: "fortnight" is not a unit`},
 		{[]string{"-config-dir", dir}, map[string]string{"PEERLIMIT_GOSSIP_PORT": "many"}, 2, `PEERLIMIT_GOSSIP_PORT="many"`},
 		{[]string{"-nope"}, nil, 2, "flag provided but not defined: -nope"},
@@ -224,5 +228,92 @@ func TestGrpcurlOutsideClient(t *testing.T) {
 	}
 	if out := grpcurl(a.rls, "grpc.health.v1.Health/Check"); !strings.Contains(out, "SERVING") {
 		t.Errorf("grpcurl health: %s", out)
+	}
+}
+
+// TestCheckWithTheLimitsFile: two servers configured with the HTTP
+// middleware's limits file only answer POST /v1/check for services that
+// are not Go: 12 checks of one tenant spread over both get its limit of 5
+// a day (the 429s with Retry-After), another tenant its override, an
+// endpoint no SLA matches is allowed without counting, and bad bodies are
+// refused with 400.
+func TestCheckWithTheLimitsFile(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, dir, "limits.yaml", `slas:
+  - id: put-product
+    match: {methods: [PUT], pathPattern: "/v1/organizations/{orgId}/product/{id}"}
+    tenant: {fromPath: orgId}
+    tiers: [{period: 24h, threshold: 5}]
+    overrides:
+      - tenants: [bigco]
+        tiers: [{period: 24h, threshold: 8}]
+`)
+	limits := filepath.Join(dir, "limits.yaml")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := start(t, ctx, []string{"-local", "-name", "a", "-limits", limits, "-rls-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-log-level", "warn"}, nil)
+	b := start(t, ctx, []string{"-local", "-rls-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0"},
+		map[string]string{"PEERLIMIT_NAME": "b", "PEERLIMIT_LIMITS": limits, "PEERLIMIT_SEEDS": a.gossip, "PEERLIMIT_LOG_LEVEL": "warn"})
+	testutil.WaitFor(t, 10*time.Second, "both members in each one's metrics", func() bool {
+		for _, in := range []*instance{a, b} {
+			if !strings.Contains(get(t, "http://"+in.http+"/metrics"), "\npeerlimit_members 2\n") {
+				return false
+			}
+		}
+		return true
+	})
+	check := func(in *instance, body string) (int, checkResponse, http.Header, string) {
+		t.Helper()
+		resp, err := http.Post("http://"+in.http+"/v1/check", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		var cr checkResponse
+		if resp.StatusCode == 200 || resp.StatusCode == 429 {
+			if err := json.Unmarshal(raw, &cr); err != nil {
+				t.Fatalf("%s: %v", raw, err)
+			}
+		}
+		return resp.StatusCode, cr, resp.Header, string(raw)
+	}
+	count := func(tenant string, n int) (ok int) {
+		for i := range n {
+			in := []*instance{a, b}[i%2]
+			code, cr, h, raw := check(in, `{"tenant":"`+tenant+`","endpoint":"/v1/organizations/`+tenant+`/product/7","method":"put"}`)
+			switch {
+			case code == 200 && cr.Allowed:
+				ok++
+			case code == 429 && !cr.Allowed && h.Get("Retry-After") != "" && cr.RetryAfterSeconds > 0:
+			default:
+				t.Fatalf("check %d of %s: %d %s %v", i, tenant, code, raw, h)
+			}
+			if len(cr.SLAs) != 1 || cr.SLAs[0] != "put-product" || h.Get("X-Ratelimit-Limit") != strconv.FormatInt(cr.Limit, 10) {
+				t.Fatalf("check %d of %s: %s %v", i, tenant, raw, h)
+			}
+		}
+		return ok
+	}
+	if got := count("acme", 12); got != 5 {
+		t.Errorf("acme: %d of 12 allowed over two servers, want its limit of 5", got)
+	}
+	if got := count("bigco", 12); got != 8 {
+		t.Errorf("bigco: %d of 12 allowed, want its override's 8", got)
+	}
+	if code, cr, _, raw := check(a, `{"tenant":"acme","endpoint":"/v1/other","method":"GET","cost":3}`); code != 200 || !cr.Allowed || len(cr.SLAs) != 0 {
+		t.Errorf("no SLA matches: %d %s, want allowed with no SLA", code, raw)
+	}
+	for _, body := range []string{
+		`{"tenant":"","endpoint":"/v1/x","method":"GET"}`,
+		`{"tenant":"a","endpoint":"v1/x","method":"GET"}`,
+		`{"tenant":"a","endpoint":"/v1/x","method":"GET","cost":-1}`,
+		`{"tenant":"a","endpoint":"/v1/x","method":"GET","extra":1}`,
+		`{"tenant":"\xff","endpoint":"/v1/organizations/x/product/1","method":"PUT"}`,
+		`not json`,
+	} {
+		if code, _, _, raw := check(b, body); code != 400 {
+			t.Errorf("POST /v1/check %s: %d %s, want 400", body, code, raw)
+		}
 	}
 }
