@@ -11,7 +11,7 @@ import (
 
 	"github.com/peerlimit/peerlimit/counters"
 	"github.com/peerlimit/peerlimit/gossip"
-	"github.com/peerlimit/peerlimit/internal/peerpb"
+	"github.com/peerlimit/peerlimit/peerpb"
 	"github.com/peerlimit/peerlimit/ring"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -30,6 +30,15 @@ const DefaultCloseTimeout = 5 * time.Second
 // Store is a central place to sum counts instead of peer owners (Redis, in
 // seed 000's design). When Config.Store is set, every interval the node sends
 // all its changed windows to the store in one call and caches the totals.
+//
+// A Store of your own implements Sync with the public peerpb types: for
+// each report (one window of one series from origin, run incarnation), it
+// keeps the largest Own per origin and incarnation (reports are cumulative
+// and may be retried, duplicated or reordered, so a store that adds them up
+// double counts), adds the Own of an origin's earlier incarnations, and
+// returns one Total per report, in order, with Global the sum over
+// origins. redisstore is the reference implementation; node's
+// ExampleStore is a small one in memory.
 type Store interface {
 	Sync(ctx context.Context, origin string, incarnation uint64, reports []*peerpb.Report) ([]*peerpb.Total, error)
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/peerlimit/peerlimit/counters"
-	"github.com/peerlimit/peerlimit/internal/peerpb"
+	"github.com/peerlimit/peerlimit/peerpb"
 	"github.com/peerlimit/peerlimit/ring"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/peerlimit/peerlimit/counters"
 	"github.com/peerlimit/peerlimit/gossip"
 	"github.com/peerlimit/peerlimit/internal/logevery"
-	"github.com/peerlimit/peerlimit/internal/peerpb"
+	"github.com/peerlimit/peerlimit/peerpb"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"

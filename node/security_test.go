@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/peerlimit/peerlimit/counters"
-	"github.com/peerlimit/peerlimit/internal/peerpb"
+	"github.com/peerlimit/peerlimit/peerpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"

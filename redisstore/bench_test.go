@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/peerlimit/peerlimit/internal/peerpb"
+	"github.com/peerlimit/peerlimit/peerpb"
 	"github.com/peerlimit/peerlimit/internal/redistest"
 )
 

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/peerlimit/peerlimit/internal/peerpb"
+	"github.com/peerlimit/peerlimit/peerpb"
 	"github.com/peerlimit/peerlimit/redisstore"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/peerlimit/peerlimit/internal/peerpb"
+	"github.com/peerlimit/peerlimit/peerpb"
 )
 
 // ErrInvalidReport is wrapped by the error Sync returns when a report (or

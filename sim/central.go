@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/peerlimit/peerlimit/counters"
-	"github.com/peerlimit/peerlimit/internal/peerpb"
+	"github.com/peerlimit/peerlimit/peerpb"
 )
 
 // The central policy is a model of seed 000's Redis design, not node code:

@@ -574,7 +574,7 @@ const file_peer_proto_rawDesc = "" +
 	"\x0fALGORITHM_FIXED\x10\x00\x12\x15\n" +
 	"\x11ALGORITHM_SLIDING\x10\x012E\n" +
 	"\x04Peer\x12=\n" +
-	"\x04Sync\x12\x19.peerlimit.v1.SyncRequest\x1a\x1a.peerlimit.v1.SyncResponseB0Z.github.com/peerlimit/peerlimit/internal/peerpbb\x06proto3"
+	"\x04Sync\x12\x19.peerlimit.v1.SyncRequest\x1a\x1a.peerlimit.v1.SyncResponseB'Z%github.com/peerlimit/peerlimit/peerpbb\x06proto3"
 
 var (
 	file_peer_proto_rawDescOnce sync.Once
