@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/peerlimit/peerlimit/counters"
-	"github.com/peerlimit/peerlimit/peerpb"
 	"github.com/peerlimit/peerlimit/internal/redistest"
+	"github.com/peerlimit/peerlimit/peerpb"
 	"github.com/peerlimit/peerlimit/redisstore"
 	"github.com/prometheus/client_golang/prometheus"
 )

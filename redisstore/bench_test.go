@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/peerlimit/peerlimit/peerpb"
 	"github.com/peerlimit/peerlimit/internal/redistest"
+	"github.com/peerlimit/peerlimit/peerpb"
 )
 
 // benchReports returns n reports of distinct tenants in one far window.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/peerlimit/peerlimit/peerpb"
 	"github.com/peerlimit/peerlimit/internal/redistest"
+	"github.com/peerlimit/peerlimit/peerpb"
 )
 
 // waitFor polls cond until it holds or timeout passes. It is for conditions

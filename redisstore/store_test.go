@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/peerlimit/peerlimit/peerpb"
 	"github.com/peerlimit/peerlimit/internal/redistest"
+	"github.com/peerlimit/peerlimit/peerpb"
 )
 
 // A window far from now, so nothing expires during a test: expiry is tested

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/peerlimit/peerlimit/counters"
-	"github.com/peerlimit/peerlimit/peerpb"
 	"github.com/peerlimit/peerlimit/node"
+	"github.com/peerlimit/peerlimit/peerpb"
 	"github.com/peerlimit/peerlimit/ring"
 	"google.golang.org/protobuf/proto"
 )
