@@ -2,19 +2,13 @@ package node
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/peerlimit/peerlimit/counters"
+	"github.com/peerlimit/peerlimit/internal/testutil"
 	"github.com/peerlimit/peerlimit/peerpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -23,50 +17,15 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// testCA makes a CA and issues certificates for 127.0.0.1.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
+// testCA issues the test certificates.
+type testCA struct{ *testutil.CA }
 
-func newCA(t *testing.T) *testCA {
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "peerlimit test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
-}
-
-func (ca *testCA) issue(t *testing.T, name string) tls.Certificate {
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
+func newCA(t *testing.T) *testCA { return &testCA{testutil.NewCA(t)} }
 
 func (ca *testCA) configs(t *testing.T, name string) (server, client *tls.Config) {
-	c := ca.issue(t, name)
-	server = &tls.Config{Certificates: []tls.Certificate{c}, ClientCAs: ca.pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}
-	client = &tls.Config{Certificates: []tls.Certificate{c}, RootCAs: ca.pool, MinVersion: tls.VersionTLS13}
+	c := ca.Issue(t, name)
+	server = &tls.Config{Certificates: []tls.Certificate{c}, ClientCAs: ca.Pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}
+	client = &tls.Config{Certificates: []tls.Certificate{c}, RootCAs: ca.Pool, MinVersion: tls.VersionTLS13}
 	return server, client
 }
 
@@ -125,7 +84,7 @@ func TestMutualTLSBetweenPeers(t *testing.T) {
 	// A stranger with its own CA cannot even complete the handshake.
 	other := newCA(t)
 	_, strangerTLS := other.configs(t, "mallory")
-	strangerTLS.RootCAs = ca.pool // trusts the server, but the server does not trust it
+	strangerTLS.RootCAs = ca.Pool // trusts the server, but the server does not trust it
 	conn, err := grpc.NewClient(nodes[0].GRPCAddr(), grpc.WithTransportCredentials(credentials.NewTLS(strangerTLS)))
 	if err != nil {
 		t.Fatal(err)

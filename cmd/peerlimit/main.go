@@ -15,6 +15,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"flag"
@@ -94,6 +96,35 @@ func jsonCheck(srv *rls.Server) http.Handler {
 	})
 }
 
+// peerTLS builds mutual TLS for the peer plane from the -peer-tls-* files:
+// each node presents its certificate and accepts only peers whose
+// certificate the CA signed. Peers are dialled by address, so the
+// certificates need the nodes' IP addresses (or names) as SANs. All three
+// files or none.
+func peerTLS(o *options) (server, client *tls.Config, err error) {
+	if o.peerCert == "" && o.peerKey == "" && o.peerCA == "" {
+		return nil, nil, nil
+	}
+	if o.peerCert == "" || o.peerKey == "" || o.peerCA == "" {
+		return nil, nil, errors.New("-peer-tls-cert, -peer-tls-key and -peer-tls-ca go together: set all three or none")
+	}
+	cert, err := tls.LoadX509KeyPair(o.peerCert, o.peerKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-peer-tls-cert, -peer-tls-key: %w", err)
+	}
+	pem, err := os.ReadFile(o.peerCA)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-peer-tls-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, nil, fmt.Errorf("-peer-tls-ca: no PEM certificate in %s", o.peerCA)
+	}
+	server = &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}
+	client = &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13}
+	return server, client, nil
+}
+
 // load reads the configurations the options name: envoy ratelimit's
 // directory and the middleware's limits file, each nil when not set.
 func load(o *options) (*rls.Config, *httpfilter.Limits, error) {
@@ -116,6 +147,7 @@ func load(o *options) (*rls.Config, *httpfilter.Limits, error) {
 // options are the command's settings.
 type options struct {
 	name, configDir, limitsFile, rlsAddr, httpAddr, addr, seeds, gossipKey, logLevel, policy, label string
+	peerCert, peerKey, peerCA                                                                       string
 	gossipPort, peerPort, maxEntries                                                                int
 	syncInterval, joinTimeout                                                                       time.Duration
 	local                                                                                           bool
@@ -136,6 +168,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	fs.IntVar(&o.peerPort, "peer-port", node.DefaultGRPCPort, "peer sync gRPC port")
 	fs.StringVar(&o.seeds, "seeds", "", "comma-separated gossip addresses (host:port) of members to join")
 	fs.StringVar(&o.gossipKey, "gossip-key", "", "base64 secret key (16, 24 or 32 bytes): encrypts gossip and authenticates sync")
+	fs.StringVar(&o.peerCert, "peer-tls-cert", "", "PEM certificate of this node for mutual TLS between peers (with -peer-tls-key and -peer-tls-ca)")
+	fs.StringVar(&o.peerKey, "peer-tls-key", "", "PEM private key of -peer-tls-cert")
+	fs.StringVar(&o.peerCA, "peer-tls-ca", "", "PEM certificates of the CA that signs every peer's certificate: peers without one are refused")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.policy, "policy", string(node.PolicyLease), "admission policy: lease, optimistic or static")
 	fs.DurationVar(&o.syncInterval, "sync-interval", 200*time.Millisecond, "how often each instance syncs with the owners of its keys")
@@ -208,6 +243,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, hup <-c
 			return 2
 		}
 		nc.Gossip.SecretKeys = [][]byte{key}
+	}
+	if nc.ServerTLS, nc.ClientTLS, err = peerTLS(o); err != nil {
+		fmt.Fprintln(stderr, "peerlimit:", err)
+		return 2
 	}
 	n, err := node.New(nc)
 	if err != nil {

@@ -174,6 +174,8 @@ func TestBadSettings(t *testing.T) {
 		{[]string{"-config-dir", t.TempDir()}, nil, 1, "no *.yaml or *.yml file"},
 		{[]string{"-config-dir", good, "-local"}, map[string]string{"PEERLIMIT_POLICY": "yolo"}, 2, "Policy"},
 		{[]string{"-config-dir", good, "-local", "-gossip-key", "!!"}, nil, 2, "-gossip-key: not base64"},
+		{[]string{"-config-dir", good, "-local", "-peer-tls-cert", "c.pem"}, nil, 2, "go together"},
+		{[]string{"-config-dir", good, "-local", "-peer-tls-cert", "c.pem", "-peer-tls-key", "k.pem", "-peer-tls-ca", "ca.pem"}, nil, 2, "-peer-tls-cert, -peer-tls-key: open c.pem"},
 	} {
 		var stderr testutil.SyncBuffer
 		code := run(context.Background(), tc.args, func(k string) string { return tc.env[k] }, nil, io.Discard, &stderr)
@@ -316,4 +318,73 @@ func TestCheckWithTheLimitsFile(t *testing.T) {
 			t.Errorf("POST /v1/check %s: %d %s, want 400", body, code, raw)
 		}
 	}
+}
+
+var (
+	syncOK     = regexp.MustCompile(`peerlimit_sync_calls_total\{result="ok"\} [1-9]`)
+	syncFailed = regexp.MustCompile(`peerlimit_sync_calls_total\{result="error"\} [1-9]`)
+)
+
+// TestPeersOverMutualTLS: two servers with certificates from one CA share a
+// limit over mutual TLS; a third with a certificate from another CA joins
+// the gossip but every sync call it makes is refused.
+func TestPeersOverMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, dir, "edge.yaml", "domain: edge\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: day, requests_per_unit: 7}\n")
+	ca := testutil.NewCA(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	args := func(name string, ca *testutil.CA, seeds ...string) []string {
+		caFile, cert, key := ca.WritePEM(t, t.TempDir(), name)
+		a := []string{"-local", "-name", name, "-config-dir", dir, "-rls-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-log-level", "error",
+			"-peer-tls-cert", cert, "-peer-tls-key", key, "-peer-tls-ca", caFile}
+		if len(seeds) > 0 {
+			a = append(a, "-seeds", strings.Join(seeds, ","))
+		}
+		return a
+	}
+	a := start(t, ctx, args("a", ca), nil)
+	b := start(t, ctx, args("b", ca, a.gossip), nil)
+	var clients []rlsv3.RateLimitServiceClient
+	for _, in := range []*instance{a, b} {
+		conn, err := grpc.NewClient(in.rls, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		clients = append(clients, rlsv3.NewRateLimitServiceClient(conn))
+	}
+	testutil.WaitFor(t, 10*time.Second, "both members in each one's metrics", func() bool {
+		return strings.Contains(get(t, "http://"+a.http+"/metrics"), "\npeerlimit_members 2\n") &&
+			strings.Contains(get(t, "http://"+b.http+"/metrics"), "\npeerlimit_members 2\n")
+	})
+	ok := 0
+	for i := range 20 {
+		r, err := clients[i%2].ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge",
+			Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "tenant", Value: "acme"}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.OverallCode == rlsv3.RateLimitResponse_OK {
+			ok++
+		}
+	}
+	if ok != 7 {
+		t.Errorf("%d of 20 OK over two servers on mutual TLS, want the limit of 7", ok)
+	}
+	for _, in := range []*instance{a, b} {
+		if m := get(t, "http://"+in.http+"/metrics"); !syncOK.MatchString(m) || !strings.Contains(m, "peerlimit_sync_calls_total{result=\"error\"} 0\n") {
+			var lines []string
+			for _, l := range strings.Split(m, "\n") {
+				if strings.HasPrefix(l, "peerlimit_sync_calls_total") {
+					lines = append(lines, l)
+				}
+			}
+			t.Errorf("sync over mutual TLS: want successful calls and no failed one: %v", lines)
+		}
+	}
+	stranger := start(t, ctx, args("s", testutil.NewCA(t), a.gossip), nil)
+	testutil.WaitFor(t, 10*time.Second, "the stranger's sync calls to be refused", func() bool {
+		return syncFailed.MatchString(get(t, "http://"+stranger.http+"/metrics"))
+	})
 }
