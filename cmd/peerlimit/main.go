@@ -125,6 +125,70 @@ func peerTLS(o *options) (server, client *tls.Config, err error) {
 	return server, client, nil
 }
 
+// watch reloads the configurations when their files change, checking
+// every -reload-interval: the limits file through httpfilter's Reloader
+// (as the middleware does), the envoy ratelimit directory when a file in
+// it appears, goes or changes size or time. A configuration that does not
+// load is logged and the previous one stays.
+func watch(ctx context.Context, o *options, srv *rls.Server, chk *checker, log *slog.Logger) error {
+	if o.limitsFile != "" {
+		rl, err := httpfilter.NewReloader(httpfilter.ReloaderConfig{Path: o.limitsFile, Interval: o.reloadInterval, Logger: log,
+			OnReload: func(_, cur *httpfilter.Limits) { chk.limits.Store(cur) }})
+		if err != nil {
+			return err
+		}
+		if err := rl.Start(ctx); err != nil {
+			return err
+		}
+	}
+	if o.configDir == "" {
+		return nil
+	}
+	last := dirStamp(o.configDir)
+	go func() {
+		t := time.NewTicker(o.reloadInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			st := dirStamp(o.configDir)
+			if st == last {
+				continue
+			}
+			last = st
+			c, err := rls.LoadDir(o.configDir)
+			if err != nil {
+				log.Error("reload refused; the previous configuration stays", "err", err)
+				continue
+			}
+			srv.Set(c)
+			log.Info("configuration reloaded", "domains", c.Domains())
+		}
+	}()
+	return nil
+}
+
+// dirStamp is the names, sizes and modification times of a directory's
+// files: it changes when one is added, removed or rewritten.
+func dirStamp(dir string) string {
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	var b strings.Builder
+	for _, e := range es {
+		fi, err := e.Info()
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(&b, "%s %d %d\n", e.Name(), fi.Size(), fi.ModTime().UnixNano())
+	}
+	return b.String()
+}
+
 // load reads the configurations the options name: envoy ratelimit's
 // directory and the middleware's limits file, each nil when not set.
 func load(o *options) (*rls.Config, *httpfilter.Limits, error) {
@@ -149,7 +213,7 @@ type options struct {
 	name, configDir, limitsFile, rlsAddr, httpAddr, addr, seeds, gossipKey, logLevel, policy, label string
 	peerCert, peerKey, peerCA                                                                       string
 	gossipPort, peerPort, maxEntries                                                                int
-	syncInterval, joinTimeout                                                                       time.Duration
+	syncInterval, joinTimeout, reloadInterval                                                       time.Duration
 	local                                                                                           bool
 }
 
@@ -171,6 +235,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	fs.StringVar(&o.peerCert, "peer-tls-cert", "", "PEM certificate of this node for mutual TLS between peers (with -peer-tls-key and -peer-tls-ca)")
 	fs.StringVar(&o.peerKey, "peer-tls-key", "", "PEM private key of -peer-tls-cert")
 	fs.StringVar(&o.peerCA, "peer-tls-ca", "", "PEM certificates of the CA that signs every peer's certificate: peers without one are refused")
+	fs.DurationVar(&o.reloadInterval, "reload-interval", 2*time.Second, "how often the configuration files are checked for changes (0: reload on SIGHUP only)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.policy, "policy", string(node.PolicyLease), "admission policy: lease, optimistic or static")
 	fs.DurationVar(&o.syncInterval, "sync-interval", 200*time.Millisecond, "how often each instance syncs with the owners of its keys")
@@ -291,6 +356,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, hup <-c
 	mux.Handle("POST /json", jsonCheck(srv))    // envoy ratelimit's endpoint
 	chk := &checker{n: n}
 	chk.limits.Store(lim)
+	if o.reloadInterval > 0 {
+		if err := watch(ctx, o, srv, chk, log); err != nil {
+			fmt.Fprintln(stderr, "peerlimit:", err)
+			return 1
+		}
+	}
 	mux.Handle("POST /v1/check", chk)
 	httpLis, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {

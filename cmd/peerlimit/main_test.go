@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -387,4 +388,49 @@ func TestPeersOverMutualTLS(t *testing.T) {
 	testutil.WaitFor(t, 10*time.Second, "the stranger's sync calls to be refused", func() bool {
 		return syncFailed.MatchString(get(t, "http://"+stranger.http+"/metrics"))
 	})
+}
+
+// TestReloadOnFileChange: with -reload-interval, a changed envoy ratelimit
+// file and a changed limits file are in force without a signal.
+func TestReloadOnFileChange(t *testing.T) {
+	dir, ldir := t.TempDir(), t.TempDir()
+	writeConfig(t, dir, "edge.yaml", "domain: edge\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: day, requests_per_unit: 7}\n")
+	limitsYAML := "slas:\n  - id: put\n    match: {methods: [PUT], pathPattern: \"/v1/{org}\"}\n    tenant: {fromPath: org}\n    tiers: [{period: 24h, threshold: %d}]\n"
+	writeConfig(t, ldir, "limits.yaml", fmt.Sprintf(limitsYAML, 5))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	in := start(t, ctx, []string{"-local", "-name", "a", "-config-dir", dir, "-limits", filepath.Join(ldir, "limits.yaml"),
+		"-reload-interval", "20ms", "-rls-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-log-level", "error"}, nil)
+	conn, err := grpc.NewClient(in.rls, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := rlsv3.NewRateLimitServiceClient(conn)
+	rlsLimit := func() uint32 {
+		r, err := client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge",
+			Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "tenant", Value: "x"}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Statuses[0].CurrentLimit.GetRequestsPerUnit()
+	}
+	checkLimit := func() int64 {
+		resp, err := http.Post("http://"+in.http+"/v1/check", "application/json", strings.NewReader(`{"tenant":"x","endpoint":"/v1/x","method":"PUT"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var cr checkResponse
+		if err := json.NewDecoder(resp.Body).Decode(&cr); err != nil {
+			t.Fatal(err)
+		}
+		return cr.Limit
+	}
+	if l, c := rlsLimit(), checkLimit(); l != 7 || c != 5 {
+		t.Fatalf("before: limits %d and %d, want 7 and 5", l, c)
+	}
+	writeConfig(t, dir, "edge.yaml", "domain: edge\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: day, requests_per_unit: 70}\n")
+	writeConfig(t, ldir, "limits.yaml", fmt.Sprintf(limitsYAML, 50))
+	testutil.WaitFor(t, 10*time.Second, "both changes in force", func() bool { return rlsLimit() == 70 && checkLimit() == 50 })
 }
