@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/peerlimit/peerlimit/counters"
+	"github.com/peerlimit/peerlimit/internal/nodetest"
 	"github.com/peerlimit/peerlimit/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -20,7 +21,7 @@ import (
 // limit, refused at its second request on a node (the owner took demand
 // projected over the day for overload; see counters.NeedHorizon).
 func TestBadTenantsNeverStopSync(t *testing.T) {
-	nodes := startNodes(t, 3, nil)
+	nodes := nodetest.Start(t, 3, nil)
 
 	limits := mustParse(t, y(`
 slas:

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/peerlimit/peerlimit/counters"
+	"github.com/peerlimit/peerlimit/internal/nodetest"
 	"github.com/peerlimit/peerlimit/node"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -24,7 +25,7 @@ import (
 // series, and the overflow is counted in peerlimit_series_overflow_total.
 func TestFloodKeepsTenantsInUse(t *testing.T) {
 	const maxEntries, limit, flood = 1000, 200, 9000
-	nodes := startNodes(t, 3, func(c *node.Config) {
+	nodes := nodetest.Start(t, 3, func(c *node.Config) {
 		c.Table = counters.DefaultConfig()
 		c.Table.MaxEntries, c.Table.Shards = maxEntries, 8
 	})

@@ -2,7 +2,6 @@ package rls
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -10,8 +9,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/peerlimit/peerlimit/internal/testutil"
-	"github.com/peerlimit/peerlimit/node"
+	"github.com/peerlimit/peerlimit/internal/nodetest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -23,29 +21,8 @@ import (
 // listener, and returns a client of each.
 func startRLS(t *testing.T, cfg *Config) []rlsv3.RateLimitServiceClient {
 	t.Helper()
-	var nodes []*node.Node
 	var clients []rlsv3.RateLimitServiceClient
-	for i := range 3 {
-		nc := node.LocalConfig(fmt.Sprintf("n%d", i))
-		nc.Logger = testutil.Logger(t)
-		nc.SyncInterval = 100 * time.Millisecond
-		for _, n := range nodes {
-			nc.Gossip.Seeds = append(nc.Gossip.Seeds, n.GossipAddr())
-		}
-		n, err := node.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := n.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			_ = n.Close(ctx)
-		})
-		nodes = append(nodes, n)
-
+	for _, n := range nodetest.Start(t, 3, nil) {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -61,14 +38,6 @@ func startRLS(t *testing.T, cfg *Config) []rlsv3.RateLimitServiceClient {
 		t.Cleanup(func() { conn.Close() })
 		clients = append(clients, rlsv3.NewRateLimitServiceClient(conn))
 	}
-	testutil.WaitFor(t, 10*time.Second, "3 members everywhere", func() bool {
-		for _, n := range nodes {
-			if len(n.Engine().Members()) != 3 {
-				return false
-			}
-		}
-		return true
-	})
 	return clients
 }
 

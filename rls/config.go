@@ -291,9 +291,7 @@ func (p *parser) descriptor(n *yaml.Node, field string) *Descriptor {
 	}
 	d := &Descriptor{}
 	hasKey := false
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		f := field + "." + k.Value
+	eachField(n, field, func(k, v *yaml.Node, f string) {
 		switch k.Value {
 		case "key":
 			hasKey = true
@@ -318,7 +316,7 @@ func (p *parser) descriptor(n *yaml.Node, field string) *Descriptor {
 		default:
 			p.errorf(k, f, "unknown field (want key, value, rate_limit, shadow_mode, descriptors)")
 		}
-	}
+	})
 	if !hasKey || d.Key == "" {
 		p.errorf(n, field+".key", "required")
 		return nil
@@ -333,9 +331,7 @@ func (p *parser) limit(n *yaml.Node, field string) *Limit {
 	}
 	l := &Limit{}
 	var unitNode, rpuNode *yaml.Node
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		f := field + "." + k.Value
+	eachField(n, field, func(k, v *yaml.Node, f string) {
 		switch k.Value {
 		case "unit":
 			unitNode = v
@@ -358,7 +354,7 @@ func (p *parser) limit(n *yaml.Node, field string) *Limit {
 		default:
 			p.errorf(k, f, "unknown field (want unit, requests_per_unit, unlimited, name, replaces)")
 		}
-	}
+	})
 	if !l.Unlimited {
 		if unitNode == nil {
 			p.errorf(n, field+".unit", "required")
@@ -384,14 +380,13 @@ func (p *parser) replaces(n *yaml.Node, field string) []string {
 			continue
 		}
 		name := ""
-		for j := 0; j+1 < len(item.Content); j += 2 {
-			k, v := item.Content[j], item.Content[j+1]
+		eachField(item, f, func(k, v *yaml.Node, kf string) {
 			if k.Value != "name" {
-				p.errorf(k, f+"."+k.Value, "unknown field (want name)")
-				continue
+				p.errorf(k, kf, "unknown field (want name)")
+				return
 			}
-			name = p.str(v, f+".name")
-		}
+			name = p.str(v, kf)
+		})
 		if name == "" {
 			p.errorf(item, f+".name", "required, and not empty")
 			continue
@@ -399,6 +394,15 @@ func (p *parser) replaces(n *yaml.Node, field string) []string {
 		names = append(names, name)
 	}
 	return names
+}
+
+// eachField calls fn with every key and value of the mapping n, and the
+// value's field path (field.key).
+func eachField(n *yaml.Node, field string, fn func(k, v *yaml.Node, f string)) {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		fn(k, n.Content[i+1], field+"."+k.Value)
+	}
 }
 
 // Entry is one key and value of a request's descriptor.

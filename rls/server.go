@@ -137,7 +137,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		}
 	}
 	if decided {
-		resp.ResponseHeadersToAdd = headers(&worst)
+		resp.ResponseHeadersToAdd = Headers(&worst)
 	}
 	return resp, nil
 }
@@ -202,8 +202,10 @@ func unitPeriod(u rlsv3.RateLimitResponse_RateLimit_Unit) (time.Duration, bool) 
 	return 0, false
 }
 
-// headers are the middleware's headers for a decision.
-func headers(d *counters.Decision) []*corev3.HeaderValue {
+// Headers are the HTTP middleware's headers for a decision: X-Ratelimit-Limit,
+// -Remaining and -Reset (whole seconds, rounded up), and Retry-After when
+// it is denied. cmd/peerlimit's /v1/check answers with them too.
+func Headers(d *counters.Decision) []*corev3.HeaderValue {
 	reset := int64((d.Reset + time.Second - 1) / time.Second)
 	hs := []*corev3.HeaderValue{
 		{Key: "X-Ratelimit-Limit", Value: strconv.FormatInt(d.Limit, 10)},

@@ -7,14 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/peerlimit/peerlimit/counters"
 	"github.com/peerlimit/peerlimit/httpfilter"
 	"github.com/peerlimit/peerlimit/node"
+	"github.com/peerlimit/peerlimit/rls"
 )
 
 // checkRequest is the body of POST /v1/check: one request of a service
@@ -48,12 +47,11 @@ type checkResponse struct {
 // in the same series (keyed as the middleware keys them).
 type checker struct {
 	n      *node.Node
-	limits atomic.Pointer[httpfilter.Limits] // nil: no -limits file
+	limits *httpfilter.Reloader // nil: no -limits file
 }
 
 func (c *checker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	lim := c.limits.Load()
-	if lim == nil {
+	if c.limits == nil {
 		http.Error(w, "peerlimit: /v1/check needs a limits file (-limits or PEERLIMIT_LIMITS); envoy ratelimit's JSON is on /json", http.StatusNotFound)
 		return
 	}
@@ -69,13 +67,13 @@ func (c *checker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "peerlimit: want {\"tenant\", \"endpoint\", \"method\", \"cost\"} in JSON: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	if err := req.validate(); err != nil {
+	if err := req.normalize(); err != nil {
 		http.Error(w, "peerlimit: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	resp := checkResponse{Allowed: true, SLAs: []string{}}
 	var limits []counters.Limit
-	for _, m := range lim.MatchHTTP(req.Method, req.Endpoint, nil) {
+	for _, m := range c.limits.Limits().MatchHTTP(req.Method, req.Endpoint, nil) {
 		s := m.SLA
 		if !s.Enabled {
 			continue
@@ -98,14 +96,12 @@ func (c *checker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		resp.Allowed, resp.Limit, resp.Remaining = d.Allowed, d.Limit, max(d.Remaining, 0)
 		resp.ResetSeconds = ceilSeconds(d.Reset)
-		resp.Headers = map[string]string{
-			"X-Ratelimit-Limit":     strconv.FormatInt(d.Limit, 10),
-			"X-Ratelimit-Remaining": strconv.FormatInt(resp.Remaining, 10),
-			"X-Ratelimit-Reset":     strconv.FormatInt(resp.ResetSeconds, 10),
-		}
 		if !d.Allowed && d.RetryAfter > 0 {
 			resp.RetryAfterSeconds = ceilSeconds(d.RetryAfter)
-			resp.Headers["Retry-After"] = strconv.FormatInt(resp.RetryAfterSeconds, 10)
+		}
+		resp.Headers = map[string]string{}
+		for _, h := range rls.Headers(&d) {
+			resp.Headers[h.GetKey()] = h.GetValue()
 		}
 	}
 	out, err := json.Marshal(resp)
@@ -123,7 +119,9 @@ func (c *checker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write(append(out, '\n'))
 }
 
-func (q *checkRequest) validate() error {
+// normalize checks the request and fills in its defaults: cost 0 is 1, the
+// method in upper case.
+func (q *checkRequest) normalize() error {
 	switch {
 	case q.Tenant == "":
 		return errors.New("tenant: required")

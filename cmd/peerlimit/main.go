@@ -125,50 +125,23 @@ func peerTLS(o *options) (server, client *tls.Config, err error) {
 	return server, client, nil
 }
 
-// watch reloads the configurations when their files change, checking
-// every -reload-interval: the limits file through httpfilter's Reloader
-// (as the middleware does), the envoy ratelimit directory when a file in
-// it appears, goes or changes size or time. A configuration that does not
-// load is logged and the previous one stays.
-func watch(ctx context.Context, o *options, srv *rls.Server, chk *checker, log *slog.Logger) error {
-	if o.limitsFile != "" {
-		rl, err := httpfilter.NewReloader(httpfilter.ReloaderConfig{Path: o.limitsFile, Interval: o.reloadInterval, Logger: log,
-			OnReload: func(_, cur *httpfilter.Limits) { chk.limits.Store(cur) }})
-		if err != nil {
-			return err
+// watchDir calls reload every interval in which a file of dir appeared,
+// went, or changed size or time, until ctx ends.
+func watchDir(ctx context.Context, dir string, interval time.Duration, reload func()) {
+	last := dirStamp(dir)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
-		if err := rl.Start(ctx); err != nil {
-			return err
-		}
-	}
-	if o.configDir == "" {
-		return nil
-	}
-	last := dirStamp(o.configDir)
-	go func() {
-		t := time.NewTicker(o.reloadInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			st := dirStamp(o.configDir)
-			if st == last {
-				continue
-			}
+		if st := dirStamp(dir); st != last {
 			last = st
-			c, err := rls.LoadDir(o.configDir)
-			if err != nil {
-				log.Error("reload refused; the previous configuration stays", "err", err)
-				continue
-			}
-			srv.Set(c)
-			log.Info("configuration reloaded", "domains", c.Domains())
+			reload()
 		}
-	}()
-	return nil
+	}
 }
 
 // dirStamp is the names, sizes and modification times of a directory's
@@ -189,23 +162,12 @@ func dirStamp(dir string) string {
 	return b.String()
 }
 
-// load reads the configurations the options name: envoy ratelimit's
-// directory and the middleware's limits file, each nil when not set.
-func load(o *options) (*rls.Config, *httpfilter.Limits, error) {
-	var cfg *rls.Config
-	var lim *httpfilter.Limits
-	var err error
-	if o.configDir != "" {
-		if cfg, err = rls.LoadDir(o.configDir); err != nil {
-			return nil, nil, err
-		}
+// loadDir reads envoy ratelimit's directory: nil when none is set.
+func loadDir(dir string) (*rls.Config, error) {
+	if dir == "" {
+		return nil, nil
 	}
-	if o.limitsFile != "" {
-		if lim, err = httpfilter.LoadFile(o.limitsFile); err != nil {
-			return nil, nil, err
-		}
-	}
-	return cfg, lim, nil
+	return rls.LoadDir(dir)
 }
 
 // options are the command's settings.
@@ -277,10 +239,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, hup <-c
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
-	cfg, lim, err := load(o)
+	cfg, err := loadDir(o.configDir)
 	if err != nil {
 		fmt.Fprintln(stderr, "peerlimit:", err)
 		return 1
+	}
+	// The middleware's limits file, held and reloaded by the middleware's
+	// own Reloader: every -reload-interval if it changed, and on SIGHUP.
+	chk := &checker{}
+	if o.limitsFile != "" {
+		if chk.limits, err = httpfilter.NewReloader(httpfilter.ReloaderConfig{Path: o.limitsFile, Interval: o.reloadInterval, Logger: log}); err != nil {
+			fmt.Fprintln(stderr, "peerlimit:", err)
+			return 1
+		}
 	}
 
 	nc := node.DefaultConfig()
@@ -354,15 +325,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, hup <-c
 	mux.HandleFunc("GET /healthz", healthz)
 	mux.HandleFunc("GET /healthcheck", healthz) // envoy ratelimit's name
 	mux.Handle("POST /json", jsonCheck(srv))    // envoy ratelimit's endpoint
-	chk := &checker{n: n}
-	chk.limits.Store(lim)
+	chk.n = n
+	mux.Handle("POST /v1/check", chk)
+	reloadDir := func() {
+		c, err := rls.LoadDir(o.configDir)
+		if err != nil {
+			log.Error("reload refused; the previous configuration stays", "err", err)
+			return
+		}
+		srv.Set(c)
+		log.Info("configuration reloaded", "domains", c.Domains())
+	}
 	if o.reloadInterval > 0 {
-		if err := watch(ctx, o, srv, chk, log); err != nil {
-			fmt.Fprintln(stderr, "peerlimit:", err)
-			return 1
+		if chk.limits != nil {
+			_ = chk.limits.Start(ctx) // started once: never ErrStarted
+		}
+		if o.configDir != "" {
+			go watchDir(ctx, o.configDir, o.reloadInterval, reloadDir)
 		}
 	}
-	mux.Handle("POST /v1/check", chk)
 	httpLis, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {
 		fmt.Fprintln(stderr, "peerlimit: -http-addr:", err)
@@ -398,14 +379,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, hup <-c
 			log.Info("leaving")
 			return 0
 		case <-hup:
-			c, l, err := load(o)
-			if err != nil {
-				log.Error("reload refused; the previous configuration stays", "err", err)
-				continue
+			if o.configDir != "" {
+				reloadDir()
 			}
-			srv.Set(c)
-			chk.limits.Store(l)
-			log.Info("configuration reloaded", "domains", c.Domains(), "limits", o.limitsFile)
+			if chk.limits != nil {
+				_ = chk.limits.Reload() // the Reloader logs the outcome
+			}
 		}
 	}
 }

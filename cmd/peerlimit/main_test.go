@@ -59,6 +59,54 @@ func writeConfig(t *testing.T, dir, name, content string) {
 	}
 }
 
+// dialRLS connects to an instance's rate limit service, until the end of
+// the test.
+func dialRLS(t *testing.T, in *instance) (rlsv3.RateLimitServiceClient, *grpc.ClientConn) {
+	t.Helper()
+	conn, err := grpc.NewClient(in.rls, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return rlsv3.NewRateLimitServiceClient(conn), conn
+}
+
+// waitMembers waits until each instance's metrics count len(ins) members.
+func waitMembers(t *testing.T, ins ...*instance) {
+	t.Helper()
+	want := fmt.Sprintf("\npeerlimit_members %d\n", len(ins))
+	testutil.WaitFor(t, 10*time.Second, "every member in each one's metrics", func() bool {
+		for _, in := range ins {
+			if !strings.Contains(get(t, "http://"+in.http+"/metrics"), want) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// tenantReq is a request of domain with one descriptor, tenant=tenant.
+func tenantReq(domain, tenant string) *rlsv3.RateLimitRequest {
+	return &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "tenant", Value: tenant}}}}}
+}
+
+// countOK sends req n times, in turn to each client, and returns how many
+// answers were OK.
+func countOK(t *testing.T, clients []rlsv3.RateLimitServiceClient, n int, req *rlsv3.RateLimitRequest) int {
+	t.Helper()
+	ok := 0
+	for i := range n {
+		r, err := clients[i%len(clients)].ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.OverallCode == rlsv3.RateLimitResponse_OK {
+			ok++
+		}
+	}
+	return ok
+}
+
 // TestTwoServersShareALimit: two peerlimit processes' worth of servers (in
 // this test process, on 127.0.0.1), the second configured through the
 // environment, form one cluster; an envoy ratelimit configuration
@@ -72,42 +120,14 @@ func TestTwoServersShareALimit(t *testing.T) {
 	a := start(t, ctx, []string{"-local", "-name", "a", "-config-dir", dir, "-rls-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-log-level", "warn"}, nil)
 	b := start(t, ctx, []string{"-local", "-rls-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0"},
 		map[string]string{"PEERLIMIT_NAME": "b", "PEERLIMIT_CONFIG_DIR": dir, "PEERLIMIT_SEEDS": a.gossip, "PEERLIMIT_LOG_LEVEL": "warn"})
-	var clients []rlsv3.RateLimitServiceClient
-	var conns []*grpc.ClientConn
-	for _, in := range []*instance{a, b} {
-		conn, err := grpc.NewClient(in.rls, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		conns = append(conns, conn)
-		clients = append(clients, rlsv3.NewRateLimitServiceClient(conn))
-	}
-	testutil.WaitFor(t, 10*time.Second, "both members in each one's metrics", func() bool {
-		for _, in := range []*instance{a, b} {
-			if !strings.Contains(get(t, "http://"+in.http+"/metrics"), "\npeerlimit_members 2\n") {
-				return false
-			}
-		}
-		return true
-	})
-	req := func(domain, tenant string) *rlsv3.RateLimitRequest {
-		return &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "tenant", Value: tenant}}}}}
-	}
-	ok := 0
-	for i := range 20 {
-		r, err := clients[i%2].ShouldRateLimit(context.Background(), req("edge", "acme"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.OverallCode == rlsv3.RateLimitResponse_OK {
-			ok++
-		}
-	}
-	if ok != 7 {
+	clA, conn := dialRLS(t, a)
+	clB, _ := dialRLS(t, b)
+	clients := []rlsv3.RateLimitServiceClient{clA, clB}
+	waitMembers(t, a, b)
+	if ok := countOK(t, clients, 20, tenantReq("edge", "acme")); ok != 7 {
 		t.Errorf("%d of 20 OK over two servers, want the limit of 7", ok)
 	}
-	h, err := healthpb.NewHealthClient(conns[0]).Check(context.Background(), &healthpb.HealthCheckRequest{Service: rlsv3.RateLimitService_ServiceDesc.ServiceName})
+	h, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: rlsv3.RateLimitService_ServiceDesc.ServiceName})
 	if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("health: %v %v", h, err)
 	}
@@ -139,7 +159,7 @@ func TestTwoServersShareALimit(t *testing.T) {
 	writeConfig(t, dir, "db.yaml", "domain: db\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: hour, requests_per_unit: 1}\n")
 	a.hup <- os.Interrupt // any signal value: the channel is the command's SIGHUP
 	testutil.WaitFor(t, 5*time.Second, "domain db in force", func() bool {
-		r, err := clients[0].ShouldRateLimit(context.Background(), req("db", "reload"))
+		r, err := clients[0].ShouldRateLimit(context.Background(), tenantReq("db", "reload"))
 		return err == nil && len(r.Statuses) == 1 && r.Statuses[0].CurrentLimit.GetRequestsPerUnit() == 1
 	})
 	cancel()
@@ -257,14 +277,7 @@ func TestCheckWithTheLimitsFile(t *testing.T) {
 	a := start(t, ctx, []string{"-local", "-name", "a", "-limits", limits, "-rls-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-log-level", "warn"}, nil)
 	b := start(t, ctx, []string{"-local", "-rls-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0"},
 		map[string]string{"PEERLIMIT_NAME": "b", "PEERLIMIT_LIMITS": limits, "PEERLIMIT_SEEDS": a.gossip, "PEERLIMIT_LOG_LEVEL": "warn"})
-	testutil.WaitFor(t, 10*time.Second, "both members in each one's metrics", func() bool {
-		for _, in := range []*instance{a, b} {
-			if !strings.Contains(get(t, "http://"+in.http+"/metrics"), "\npeerlimit_members 2\n") {
-				return false
-			}
-		}
-		return true
-	})
+	waitMembers(t, a, b)
 	check := func(in *instance, body string) (int, checkResponse, http.Header, string) {
 		t.Helper()
 		resp, err := http.Post("http://"+in.http+"/v1/check", "application/json", strings.NewReader(body))
@@ -346,31 +359,10 @@ func TestPeersOverMutualTLS(t *testing.T) {
 	}
 	a := start(t, ctx, args("a", ca), nil)
 	b := start(t, ctx, args("b", ca, a.gossip), nil)
-	var clients []rlsv3.RateLimitServiceClient
-	for _, in := range []*instance{a, b} {
-		conn, err := grpc.NewClient(in.rls, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		clients = append(clients, rlsv3.NewRateLimitServiceClient(conn))
-	}
-	testutil.WaitFor(t, 10*time.Second, "both members in each one's metrics", func() bool {
-		return strings.Contains(get(t, "http://"+a.http+"/metrics"), "\npeerlimit_members 2\n") &&
-			strings.Contains(get(t, "http://"+b.http+"/metrics"), "\npeerlimit_members 2\n")
-	})
-	ok := 0
-	for i := range 20 {
-		r, err := clients[i%2].ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge",
-			Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "tenant", Value: "acme"}}}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.OverallCode == rlsv3.RateLimitResponse_OK {
-			ok++
-		}
-	}
-	if ok != 7 {
+	clA, _ := dialRLS(t, a)
+	clB, _ := dialRLS(t, b)
+	waitMembers(t, a, b)
+	if ok := countOK(t, []rlsv3.RateLimitServiceClient{clA, clB}, 20, tenantReq("edge", "acme")); ok != 7 {
 		t.Errorf("%d of 20 OK over two servers on mutual TLS, want the limit of 7", ok)
 	}
 	for _, in := range []*instance{a, b} {
@@ -401,15 +393,9 @@ func TestReloadOnFileChange(t *testing.T) {
 	defer cancel()
 	in := start(t, ctx, []string{"-local", "-name", "a", "-config-dir", dir, "-limits", filepath.Join(ldir, "limits.yaml"),
 		"-reload-interval", "20ms", "-rls-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-log-level", "error"}, nil)
-	conn, err := grpc.NewClient(in.rls, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := rlsv3.NewRateLimitServiceClient(conn)
+	client, _ := dialRLS(t, in)
 	rlsLimit := func() uint32 {
-		r, err := client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge",
-			Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "tenant", Value: "x"}}}}})
+		r, err := client.ShouldRateLimit(context.Background(), tenantReq("edge", "x"))
 		if err != nil {
 			t.Fatal(err)
 		}
