@@ -76,7 +76,11 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		return e
 	}
 
-	mw := o.members.window(key.WindowStart - int64(o.cfg.ReserveWindows)*period)
+	since := key.WindowStart - int64(o.cfg.ReserveWindows)*period
+	if o.cfg.Majority {
+		since = math.MinInt64 // every member the node remembers
+	}
+	mw := o.members.window(since)
 	members, inView := mw.names, mw.in
 	n := len(members)
 	contactT := int64(o.cfg.Contact)
@@ -109,6 +113,12 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	var silent int64  // reserves of the members in view that have not reported here
 	unknown := false  // some of them may hold caps another owner granted
 	settling := false // some of those only because they have not sent a batch under this view yet
+	// Under the majority rule, a member out of contact since Term plus
+	// Contact before the window began has been restricted to its safe
+	// share since before it began (it noticed within Contact), if it is
+	// not on this owner's side, which reaches a majority.
+	takeBack := o.cfg.Majority && o.majority
+	lostBefore := key.WindowStart - int64(o.cfg.Term) - contactT
 	var reachBuf [16]*originState
 	reach := reachBuf[:0]
 	for i, m := range members {
@@ -120,6 +130,15 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		e := est(s, m)
 		inContact := now-o.contactAt(m, now) < contactT && o.members.alive[m]
 		c := o.contactBefore(m, key.WindowStart, now)
+		if takeBack && !inContact && c < lostBefore {
+			safe := max(e, SafeShare(w.threshold, n, i, hash, o.cfg.SafeShare))
+			if s != nil {
+				firm += safe
+			} else {
+				silent += safe
+			}
+			continue
+		}
 		var static int64
 		if c < key.WindowStart-contactT+int64(o.cfg.Interval) {
 			static = StaticShare(w.threshold, n, i, hash)

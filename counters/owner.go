@@ -86,6 +86,15 @@ type OwnerConfig struct {
 	// of up to two whole windows (plus the parts of the windows where it
 	// starts and heals) stays within the limit.
 	ReserveWindows int
+	// Majority replaces ReserveWindows with the majority rule (see
+	// MinoritySpan): every member the node still remembers may spend
+	// budget, and while this owner can reach a majority (SetMajority), a
+	// member it has not been in contact with since Term plus Contact
+	// before a window began is reserved only its safe share there, the
+	// fraction SafeShare of its static share (0: nothing).
+	Majority  bool
+	Term      time.Duration
+	SafeShare float64
 	// Self and SelfIncarnation identify this owner, so that it can tell
 	// knowledge it handed out itself from a predecessor's.
 	Self            string
@@ -153,6 +162,7 @@ type Owner struct {
 	members  ownerMembers
 	contacts map[string]*contact
 	view     uint64 // ViewDigest of the alive members
+	majority bool   // this owner reaches a majority (SetMajority)
 	dropped  uint64
 }
 
@@ -344,6 +354,15 @@ func (o *Owner) SetMembers(now time.Time, alive []string, gone map[string]int64)
 	o.members = m
 	o.view = ViewDigest(alive)
 	o.seeMembers(now.UnixNano(), alive)
+	o.mu.Unlock()
+}
+
+// SetMajority tells the owner whether its node reaches a majority of the
+// members it knew recently (the majority rule, OwnerConfig.Majority): only
+// then does it take back the budget of the members it cannot reach.
+func (o *Owner) SetMajority(ok bool) {
+	o.mu.Lock()
+	o.majority = ok
 	o.mu.Unlock()
 }
 

@@ -36,6 +36,11 @@ type View struct {
 	// before the window began (counters.FallbackAfter): it cannot ask, and
 	// the owner reserves its static share for it.
 	Fallback bool
+	// Restricted says the window began while this instance could not
+	// reach a majority of its members (Table.SetMinority), past the term:
+	// it admits at most Safe, its safe share, whatever it holds.
+	Restricted bool
+	Safe       int64
 }
 
 // Used is the instance's best estimate of the global count: what the owner
@@ -99,6 +104,9 @@ type Lease struct{}
 func (Lease) Admit(v View) (bool, int64) { return leaseAdmit(&v) }
 
 func leaseAdmit(v *View) (bool, int64) {
+	if v.Restricted {
+		return admitLocal(v, v.Safe)
+	}
 	if !v.HasGrant {
 		if v.Fallback {
 			return admitLocal(v, StaticShare(v.Threshold, v.Members, v.Index, v.Hash))
@@ -116,7 +124,7 @@ func leaseAdmit(v *View) (bool, int64) {
 // instance knows, and it holds no grant yet, or the grant was made without
 // knowing of this instance's demand, or the owner said more may come.
 func leasePending(v *View) bool {
-	if v.Threshold <= 0 || v.Remaining() < v.Cost {
+	if v.Threshold <= 0 || v.Restricted || v.Remaining() < v.Cost {
 		return false
 	}
 	if !v.HasGrant {

@@ -73,8 +73,9 @@ type Table struct {
 	mask   uint64
 	seq    atomic.Uint64 // creation order of entries, for lock ordering
 
-	share   atomic.Uint64 // members<<32 | index
-	contact atomic.Pointer[ContactFunc]
+	share    atomic.Uint64 // members<<32 | index
+	contact  atomic.Pointer[ContactFunc]
+	minority atomic.Pointer[minority] // see SetMinority; nil: none
 
 	askMu      sync.Mutex
 	asking     []*Entry     // series with a pending decision since the last TakeAsking

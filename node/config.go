@@ -141,13 +141,49 @@ type Config struct {
 	MaxPeriod    time.Duration
 	OwnerWindows int
 
-	// ReserveWindows (lease policy) is for how many windows a member that
+	// Partition (lease policy) is how a member that stops answering is told
+	// from one serving behind a partition; nothing local tells them apart.
+	// Default PartitionMajority: a member that cannot reach a majority of
+	// the members it remembers keeps what it holds for QuorumTerm, then
+	// admits at most its safe share (SafeShare) in the windows that begin
+	// after that, while the owners on the majority side take back the
+	// unreachable members' budget after the same term. No partition, however
+	// long, over-admits; a crash costs the survivors the dead member's share
+	// for about QuorumTerm; the price is that the clients of a member cut
+	// off from most of the cluster for longer than QuorumTerm get only its
+	// safe share (none by default). PartitionReserve is the older rule:
+	// a lost member is reserved for ReserveWindows windows, and every member
+	// keeps serving its static share; a crash costs that many windows, and
+	// a partition longer than that over-admits (each side takes the other
+	// for gone). A graceful leave is released at once under both.
+	Partition Partition
+	// QuorumTerm (majority rule) is how long a member that lost its
+	// majority keeps its lease and static share, and how long the majority
+	// waits before taking its budget back. Longer lets a member cut off for
+	// a while keep serving; shorter gives the survivors of a crash the dead
+	// member's share sooner. Default 30 s: at the seed's 10 s windows, what
+	// the reserve rule's 3 windows gave.
+	QuorumTerm time.Duration
+	// SafeShare (majority rule) is the fraction, in [0, 1], of its static
+	// share that a member cut off from the majority may admit per window
+	// after QuorumTerm (Doorman's safe capacity). The majority keeps it in
+	// reserve for every member it cannot reach, for as long as it remembers
+	// them (QuorumMemory), so it is what a crash costs the survivors after
+	// the term. Default 0: fail closed on the minority side.
+	SafeShare float64
+	// QuorumMemory (majority rule) is how long a member that disappeared
+	// without a graceful leave still counts among the members a majority is
+	// judged of. Longer keeps a long partition's minority from taking itself
+	// for the whole cluster; shorter lets the survivors of a crash of half
+	// the cluster or more serve again sooner. New members count at once,
+	// so replacing crashed instances restores a majority. Default 5 minutes.
+	QuorumMemory time.Duration
+	// ReserveWindows (reserve rule) is for how many windows a member that
 	// disappeared without announcing a leave is still reserved for, since it
 	// may be serving behind a partition. Longer keeps both sides of a longer
 	// partition within the limit; shorter wastes less of the limit after a
 	// crash (for up to this many windows, the survivors do not use the
-	// crashed member's static share). A graceful leave is released at once.
-	// Default 3.
+	// crashed member's static share). Default 3.
 	ReserveWindows int
 
 	// Store, if set, sums counts centrally instead of at peer owners. See
@@ -207,6 +243,9 @@ func DefaultConfig() Config {
 	g.BindAddr = "" // Addr
 	return Config{
 		Policy:          PolicyLease,
+		Partition:       PartitionMajority,
+		QuorumTerm:      30 * time.Second,
+		QuorumMemory:    5 * time.Minute,
 		SyncInterval:    200 * time.Millisecond,
 		Gossip:          g,
 		GRPCAddr:        ":" + strconv.Itoa(DefaultGRPCPort),
@@ -274,6 +313,17 @@ func (c Config) Validate() error {
 	}
 	if _, err := ParsePolicy(string(c.Policy)); err != nil {
 		return fmt.Errorf("node: Config.Policy: %w", err)
+	}
+	if _, err := ParsePartition(string(c.Partition)); err != nil {
+		return fmt.Errorf("node: Config.Partition: %w", err)
+	}
+	switch {
+	case !(c.SafeShare >= 0 && c.SafeShare <= 1):
+		return fmt.Errorf("node: Config.SafeShare must be in [0, 1], got %v", c.SafeShare)
+	case c.QuorumTerm < 0:
+		return fmt.Errorf("node: Config.QuorumTerm must be >= 0, got %v", c.QuorumTerm)
+	case c.QuorumMemory < 0:
+		return fmt.Errorf("node: Config.QuorumMemory must be >= 0, got %v", c.QuorumMemory)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -99,6 +100,13 @@ type EngineConfig struct {
 	// unreachable is still reserved for (it may be serving behind a
 	// partition). See counters.OwnerConfig. Default 3.
 	ReserveWindows int
+	// Partition, SafeShare, QuorumTerm and QuorumMemory choose how a lost
+	// member is told from a partition (lease policy); see Config. Defaults
+	// PartitionMajority, 0, 30 s and 5 minutes.
+	Partition    Partition
+	SafeShare    float64
+	QuorumTerm   time.Duration
+	QuorumMemory time.Duration
 	// Central, if set, names a single place (a backing store) that every
 	// window is reported to, instead of its owner on the ring: Prepare then
 	// returns one batch, whose Owner is Central, with every changed window.
@@ -124,6 +132,9 @@ type Engine struct {
 	alive    []string         // sorted, includes self
 	lastSeen map[string]int64 // every member ever seen, last seen alive (Unix ns)
 	departed map[string]bool  // members that announced a graceful leave
+	// minority is when this member could not reach a majority (the
+	// majority rule), newest last; installed is what the table has.
+	minority, installed []counters.MinoritySpan
 }
 
 // link is this member's side of its contact with one other member as an
@@ -159,6 +170,21 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		cfg.CallTimeout = max(2*cfg.SyncInterval, 500*time.Millisecond)
 	}
 	contact := 3*cfg.SyncInterval + cfg.CallTimeout
+	if cfg.Partition == "" {
+		cfg.Partition = PartitionMajority
+	}
+	if _, err := ParsePartition(string(cfg.Partition)); err != nil {
+		return nil, err
+	}
+	if cfg.SafeShare < 0 || cfg.SafeShare > 1 || math.IsNaN(cfg.SafeShare) {
+		return nil, fmt.Errorf("node: EngineConfig.SafeShare %v must be in [0, 1]", cfg.SafeShare)
+	}
+	if cfg.QuorumTerm <= 0 {
+		cfg.QuorumTerm = 30 * time.Second
+	}
+	if cfg.QuorumMemory <= 0 {
+		cfg.QuorumMemory = 5 * time.Minute
+	}
 	tb, err := counters.NewTable(cfg.Table)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
@@ -173,6 +199,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		ring:  rg,
 		owner: counters.NewOwner(counters.OwnerConfig{MaxWindows: cfg.OwnerWindows, Grace: cfg.Table.Grace, Lease: cfg.Policy == PolicyLease,
 			ReserveWindows: cfg.ReserveWindows, Settle: contact, Contact: contact, Interval: cfg.SyncInterval,
+			Majority: cfg.Partition == PartitionMajority, Term: cfg.QuorumTerm, SafeShare: cfg.SafeShare,
 			Self: cfg.Name, SelfIncarnation: cfg.Incarnation}),
 		contact:  contact,
 		lastSeen: map[string]int64{},
@@ -268,12 +295,15 @@ func (e *Engine) setMembers(now time.Time, alive []string) {
 			delete(e.departed, m)
 			continue
 		}
-		if nowNs-t > 2*int64(e.cfg.MaxPeriod) { // long gone: forget (bounded memory)
+		if nowNs-t > e.memory() { // long gone: forget (bounded memory)
 			delete(e.lastSeen, m)
 			continue
 		}
 		gone[m] = t
-		if nowNs-t <= int64(e.cfg.MaxPeriod) {
+		// Static shares count the members that may still be serving: those
+		// seen within MaxPeriod, or under the majority rule every member
+		// remembered, which the owners reserve for.
+		if nowNs-t <= int64(e.cfg.MaxPeriod) || e.cfg.Partition == PartitionMajority {
 			recent = append(recent, m)
 		}
 	}
@@ -289,6 +319,16 @@ func (e *Engine) setMembers(now time.Time, alive []string) {
 	e.mu.Lock()
 	e.alive = a
 	e.mu.Unlock()
+}
+
+// memory is how long a lost member is remembered (Unix ns): 2 x MaxPeriod,
+// or QuorumMemory under the majority rule if longer.
+func (e *Engine) memory() int64 {
+	m := 2 * e.cfg.MaxPeriod
+	if e.cfg.Partition == PartitionMajority {
+		m = max(m, e.cfg.QuorumMemory)
+	}
+	return int64(m)
 }
 
 // updateLinks keeps a link to every member alive or recently gone: a new
@@ -354,6 +394,7 @@ type ref struct {
 // changed), and merges the windows this member owns itself directly, with no
 // call. Batches are sorted by owner.
 func (e *Engine) Prepare(now time.Time) []*Batch {
+	e.updateQuorum(now)
 	return e.prepare(now, e.ring.Owner, e.ring.Version(), false, true, e.table.Range)
 }
 
@@ -460,7 +501,9 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 			// The cap this member may reach without asking: its grant, or
 			// its static share while it falls back to it, or what it has.
 			capv, has := s.Granted, s.HasGrant
-			if !has {
+			if safe, ok := e.table.RestrictedCap(en, s); ok {
+				capv, has = safe, false // whatever it holds, it spends no more
+			} else if !has {
 				capv = s.Own
 				if s.Fallback {
 					capv = counters.StaticShare(en.Threshold(), int(s.FallbackMembers), int(s.FallbackIndex), en.Hash())

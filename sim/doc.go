@@ -12,7 +12,8 @@
 // one for membership (clock skew, tick phases, detection jitter). The same
 // scenario, policy and seed give the same results, byte for byte.
 //
-//   - Instances. Each has a node.Engine (policies optimistic, static, lease),
+//   - Instances. Each has a node.Engine (policies optimistic, static, lease with the
+//     majority rule, lease-reserve with the reserve rule),
 //     a clock (virtual time plus its skew), a sync ticker with a random phase,
 //     and a membership view. Every sync interval it times out the batches of
 //     its last round still unanswered (node.Engine.Fail: the timeout is one
@@ -105,6 +106,9 @@
 //	pending DURATION              how long a pending lease decision waits for the
 //	                              owner's answers (node.Config.PendingWait; default
 //	                              3 x sync; 0 never waits)
+//	quorum term=D safe=F          the lease policy's majority rule
+//	                              (node.Config.QuorumTerm, default 30s, and
+//	                              SafeShare, default 0; lease-reserve ignores it)
 //	skew NAME OFFSET              a member's clock offset (+250ms, -1s)
 //	skew random MAX               others' offsets uniform in [-MAX, +MAX]
 //	sla ID ALG:PERIOD:THRESHOLD...

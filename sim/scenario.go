@@ -56,6 +56,10 @@ type Scenario struct {
 	// policy cannot admit yet waits for the owner's answers, a sync being
 	// asked for at once. Default 3 x Sync, as in the node; 0 never waits.
 	PendingWait time.Duration
+	// QuorumTerm and SafeShare are node.Config's for the lease policy's
+	// majority rule (the "quorum" directive). Default: the node's.
+	QuorumTerm time.Duration
+	SafeShare  float64
 	// Skew maps member names to clock offsets; SkewRandom, when > 0, gives
 	// every member not in Skew an offset drawn uniformly in ±SkewRandom.
 	Skew       map[string]time.Duration
@@ -330,6 +334,8 @@ func (p *parser) directive(f []string) error {
 		} else {
 			sc.Skew[args[0]] = d
 		}
+	case "quorum":
+		return p.quorum(args)
 	case "sla":
 		return p.sla(args)
 	case "traffic":
@@ -345,6 +351,33 @@ func (p *parser) directive(f []string) error {
 		return p.expect(args)
 	default:
 		return fmt.Errorf("unknown directive")
+	}
+	return nil
+}
+
+// quorum term=DURATION safe=FRACTION
+func (p *parser) quorum(args []string) error {
+	for _, kv := range args {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("want key=value, got %q", kv)
+		}
+		switch k {
+		case "term":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("term: want a duration > 0, got %q", v)
+			}
+			p.sc.QuorumTerm = d
+		case "safe":
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(f >= 0 && f <= 1) {
+				return fmt.Errorf("safe: want a fraction in [0, 1], got %q", v)
+			}
+			p.sc.SafeShare = f
+		default:
+			return fmt.Errorf("unknown quorum setting %q (want term or safe)", k)
+		}
 	}
 	return nil
 }
