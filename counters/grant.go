@@ -116,7 +116,11 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	// Under the majority rule, a member out of contact since Term plus
 	// Contact before the window began has been restricted to its safe
 	// share since before it began (it noticed within Contact), if it is
-	// not on this owner's side, which reaches a majority.
+	// not on this owner's side, which reaches a majority. Only once the
+	// membership counts it gone, though: a member still in view is reached
+	// by some members (memberlist probes it through others), so it may
+	// reach a majority itself, and fall back to its static share for
+	// this owner's keys.
 	takeBack := o.cfg.Majority && o.majority
 	lostBefore := key.WindowStart - int64(o.cfg.Term) - contactT
 	var reachBuf [16]*originState
@@ -130,7 +134,7 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		e := est(s, m)
 		inContact := now-o.contactAt(m, now) < contactT && o.members.alive[m]
 		c := o.contactBefore(m, key.WindowStart, now)
-		if takeBack && !inContact && c < lostBefore {
+		if takeBack && !inContact && !o.members.alive[m] && c < lostBefore {
 			safe := max(e, SafeShare(w.threshold, n, i, hash, o.cfg.SafeShare))
 			if s != nil {
 				firm += safe
