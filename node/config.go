@@ -159,10 +159,13 @@ type Config struct {
 	Partition Partition
 	// QuorumTerm (majority rule) is how long a member that lost its
 	// majority keeps its lease and static share, and how long the majority
-	// waits before taking its budget back. Longer lets a member cut off for
-	// a while keep serving; shorter gives the survivors of a crash the dead
+	// waits before taking its budget back; for a tier shorter than
+	// QuorumTerm / ReserveWindows, ReserveWindows periods of the tier
+	// instead (counters.Term). Longer lets a member cut off for a while
+	// keep serving; shorter gives the survivors of a crash the dead
 	// member's share sooner. Default 30 s: at the seed's 10 s windows, what
-	// the reserve rule's 3 windows gave.
+	// the reserve rule's 3 windows gave, and never more than those 3
+	// windows for shorter tiers.
 	QuorumTerm time.Duration
 	// SafeShare (majority rule) is the fraction, in [0, 1], of its static
 	// share that a member cut off from the majority may admit per window
@@ -178,7 +181,8 @@ type Config struct {
 	// the cluster or more serve again sooner. New members count at once,
 	// so replacing crashed instances restores a majority. Default 5 minutes.
 	QuorumMemory time.Duration
-	// ReserveWindows (reserve rule) is for how many windows a member that
+	// ReserveWindows (reserve rule, and the majority rule's term of short
+	// tiers) is for how many windows a member that
 	// disappeared without announcing a leave is still reserved for, since it
 	// may be serving behind a partition. Longer keeps both sides of a longer
 	// partition within the limit; shorter wastes less of the limit after a

@@ -179,6 +179,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.SafeShare < 0 || cfg.SafeShare > 1 || math.IsNaN(cfg.SafeShare) {
 		return nil, fmt.Errorf("node: EngineConfig.SafeShare %v must be in [0, 1]", cfg.SafeShare)
 	}
+	if cfg.ReserveWindows <= 0 {
+		cfg.ReserveWindows = 3
+	}
 	if cfg.QuorumTerm <= 0 {
 		cfg.QuorumTerm = 30 * time.Second
 	}

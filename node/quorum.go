@@ -79,7 +79,8 @@ func (e *Engine) quorum(now int64) (bool, int64) {
 
 // updateQuorum applies the majority rule at now (PartitionMajority): it
 // records when this member lost its majority, restricts the windows that
-// begin a term later to the safe share (counters.Table.SetMinority), and
+// begin a term later (counters.Term) to the safe share
+// (counters.Table.SetMinority), and
 // tells the owner whether it may take back the budget of the members it
 // cannot reach.
 func (e *Engine) updateQuorum(now time.Time) {
@@ -94,11 +95,9 @@ func (e *Engine) updateQuorum(now time.Time) {
 	open := last >= 0 && spans[last].Until == math.MaxInt64
 	switch {
 	case !ok && open:
-		spans[last].From = min(spans[last].From, at+int64(e.cfg.QuorumTerm))
+		spans[last].Lost = min(spans[last].Lost, at)
 	case !ok:
-		spans = append(spans, counters.MinoritySpan{From: at + int64(e.cfg.QuorumTerm), Until: math.MaxInt64})
-	case open && nowNs <= spans[last].From:
-		spans = spans[:last] // back before the term ended: nothing was restricted
+		spans = append(spans, counters.MinoritySpan{Lost: at, Until: math.MaxInt64})
 	case open:
 		spans[last].Until = nowNs
 	}
@@ -116,7 +115,7 @@ func (e *Engine) updateQuorum(now time.Time) {
 	}
 	e.mu.Unlock()
 	if changed {
-		e.table.SetMinority(spans, e.cfg.SafeShare)
+		e.table.SetMinority(spans, e.cfg.SafeShare, e.cfg.QuorumTerm, e.cfg.ReserveWindows)
 	}
 	e.owner.SetMajority(ok)
 }
