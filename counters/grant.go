@@ -122,7 +122,7 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	// reach a majority itself, and fall back to its static share for
 	// this owner's keys.
 	takeBack := o.cfg.Majority && o.majority
-	lostBefore := key.WindowStart - int64(Term(o.cfg.Term, o.cfg.ReserveWindows, key.Period)) - contactT
+	lostBefore := key.WindowStart - int64(o.cfg.Term) - contactT
 	var reachBuf [16]*originState
 	reach := reachBuf[:0]
 	for i, m := range members {

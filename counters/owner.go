@@ -86,13 +86,12 @@ type OwnerConfig struct {
 	// of up to two whole windows (plus the parts of the windows where it
 	// starts and heals) stays within the limit.
 	ReserveWindows int
-	// Majority turns on the majority rule (see MinoritySpan): every member
-	// the node still remembers may spend budget, and while this owner can
-	// reach a majority (SetMajority), a member it has not been in contact
-	// with since Term (or ReserveWindows periods, if shorter: see the
-	// function Term) plus Contact before a window began is reserved only
-	// its safe share there, the fraction SafeShare of its static share
-	// (0: nothing).
+	// Majority replaces ReserveWindows with the majority rule (see
+	// MinoritySpan): every member the node still remembers may spend
+	// budget, and while this owner can reach a majority (SetMajority), a
+	// member it has not been in contact with since Term plus Contact
+	// before a window began is reserved only its safe share there, the
+	// fraction SafeShare of its static share (0: nothing).
 	Majority  bool
 	Term      time.Duration
 	SafeShare float64

@@ -1,9 +1,6 @@
 package counters
 
-import (
-	"math"
-	"time"
-)
+import "math"
 
 // The majority rule of the lease policy (node.PartitionMajority) tells a
 // partition from a crash by quorum. An instance that cannot reach a
@@ -18,58 +15,41 @@ import (
 // windows.
 
 // MinoritySpan is a span of time in which an instance could not reach a
-// majority of its members: from Lost, the last time it did, to Until, when
-// it did again (math.MaxInt64 while the span lasts). Unix nanoseconds.
-// Every window that begins in [Lost + term, Until) is restricted to the
-// safe share, where term is the quorum term of the window's tier (see
-// Term).
+// majority of its members: every window that begins in [From, Until) is
+// restricted to the safe share (Until is math.MaxInt64 while the span
+// lasts). Unix nanoseconds.
 type MinoritySpan struct {
-	Lost, Until int64
+	From, Until int64
 }
 
-// Term is the majority rule's term for a tier of the given period: term,
-// or windows periods if that is shorter, so that short tiers are not held
-// back for long after a crash (windows is the reserve rule's
-// ReserveWindows; <= 0: term alone).
-func Term(term time.Duration, windows int, period time.Duration) time.Duration {
-	if windows > 0 {
-		return min(term, time.Duration(windows)*period)
-	}
-	return term
-}
-
-// minority is what SetMinority installs: the spans, newest last, the safe
-// share as a fraction of the static share, and the term.
+// minority is what SetMinority installs: the spans, newest last, and the
+// safe share as a fraction of the static share.
 type minority struct {
-	spans   []MinoritySpan
-	safe    float64
-	term    time.Duration
-	windows int
+	spans []MinoritySpan
+	safe  float64
 }
 
 // SetMinority installs the spans in which this instance was (or is) cut
-// off from a majority, its safe share there, a fraction in [0, 1] of its
-// static share, and the term (see Term). A window that begins in a span,
-// a term after it began, admits at most the safe share under the lease
-// policy, whatever it holds, until a grant arrives after the span ended
-// (an owner that granted it then knew it was back). No spans: no
-// restriction. The spans are copied.
-func (t *Table) SetMinority(spans []MinoritySpan, safe float64, term time.Duration, windows int) {
+// off from a majority, and its safe share there, a fraction in [0, 1] of
+// its static share. A window that begins in a span admits at most the safe
+// share under the lease policy, whatever it holds, until a grant arrives
+// after the span ended (an owner that granted it then knew it was back).
+// No spans: no restriction. The spans are copied.
+func (t *Table) SetMinority(spans []MinoritySpan, safe float64) {
 	if len(spans) == 0 {
 		t.minority.Store(nil)
 		return
 	}
 	safe = min(max(safe, 0), 1)
-	t.minority.Store(&minority{spans: append([]MinoritySpan(nil), spans...), safe: safe, term: term, windows: windows})
+	t.minority.Store(&minority{spans: append([]MinoritySpan(nil), spans...), safe: safe})
 }
 
-// restricted reports whether the slot s of a tier of the given period,
-// holding a grant or not, is restricted to the safe share.
-func (m *minority) restricted(s *Slot, period int64) bool {
-	from := int64(Term(m.term, m.windows, time.Duration(period)))
+// restricted reports whether a window that began at start, whose slot s
+// holds or not a grant, is restricted to the safe share.
+func (m *minority) restricted(s *Slot) bool {
 	for i := len(m.spans) - 1; i >= 0; i-- {
 		sp := m.spans[i]
-		if s.Start >= sp.Lost+from && s.Start < sp.Until {
+		if s.Start >= sp.From && s.Start < sp.Until {
 			return !(s.HasGrant && s.GrantedAt >= sp.Until)
 		}
 	}
@@ -90,7 +70,7 @@ func SafeShare(threshold int64, members, index int, hash uint64, safe float64) i
 // static share stands now. The node reports it as the cap of such a window.
 func (t *Table) RestrictedCap(e *Entry, s *Slot) (int64, bool) {
 	m := t.minority.Load()
-	if m == nil || !m.restricted(s, e.period) {
+	if m == nil || !m.restricted(s) {
 		return 0, false
 	}
 	sh := t.share.Load()

@@ -35,7 +35,7 @@ func TestMinorityRestrictsWindowsOfTheSpan(t *testing.T) {
 	tb.Take(at(0), l, 1) // creates the series (pending: no grant yet)
 	grant(0, 80)
 	// The span begins at 5 s: the window at 0 keeps its grant.
-	tb.SetMinority([]MinoritySpan{{Lost: at(5 * time.Second).UnixNano(), Until: math.MaxInt64}}, 0.5, 0, 0)
+	tb.SetMinority([]MinoritySpan{{From: at(5 * time.Second).UnixNano(), Until: math.MaxInt64}}, 0.5)
 	if got := take(6*time.Second, 100); got != 80 {
 		t.Errorf("window begun before the span: admitted %d, want its grant 80", got)
 	}
@@ -46,7 +46,7 @@ func TestMinorityRestrictsWindowsOfTheSpan(t *testing.T) {
 		t.Errorf("window begun in the span with a grant of 80: admitted %d, want the safe share 15", got)
 	}
 	// The span ends at 12 s; a grant from before that does not count.
-	tb.SetMinority([]MinoritySpan{{Lost: at(5 * time.Second).UnixNano(), Until: at(12 * time.Second).UnixNano()}}, 0.5, 0, 0)
+	tb.SetMinority([]MinoritySpan{{From: at(5 * time.Second).UnixNano(), Until: at(12 * time.Second).UnixNano()}}, 0.5)
 	if got := take(12*time.Second, 100); got != 0 {
 		t.Errorf("span over, grant from within it: admitted %d more, want 0", got)
 	}
@@ -55,35 +55,15 @@ func TestMinorityRestrictsWindowsOfTheSpan(t *testing.T) {
 		t.Errorf("grant after the span: admitted %d more, want 60-15 = 45", got)
 	}
 	// Safe share 0 fails closed; no spans, no restriction.
-	tb.SetMinority([]MinoritySpan{{Lost: at(15 * time.Second).UnixNano(), Until: math.MaxInt64}}, 0, 0, 0)
+	tb.SetMinority([]MinoritySpan{{From: at(15 * time.Second).UnixNano(), Until: math.MaxInt64}}, 0)
 	take(20*time.Second, 1)
 	grant(20*time.Second, 90)
 	if got := take(21*time.Second, 10); got != 0 {
 		t.Errorf("fail closed: admitted %d, want 0", got)
 	}
-	tb.SetMinority(nil, 0, 0, 0)
+	tb.SetMinority(nil, 0)
 	if got := take(22*time.Second, 100); got != 90 {
 		t.Errorf("no span: admitted %d, want the grant 90", got)
-	}
-}
-
-// TestTermOfShortTiers: the term is QuorumTerm, or ReserveWindows periods
-// of a shorter tier.
-func TestTermOfShortTiers(t *testing.T) {
-	for _, c := range []struct {
-		term    time.Duration
-		windows int
-		period  time.Duration
-		want    time.Duration
-	}{
-		{30 * time.Second, 3, 10 * time.Second, 30 * time.Second},
-		{30 * time.Second, 3, time.Second, 3 * time.Second},
-		{30 * time.Second, 3, time.Hour, 30 * time.Second},
-		{30 * time.Second, 0, time.Second, 30 * time.Second},
-	} {
-		if got := Term(c.term, c.windows, c.period); got != c.want {
-			t.Errorf("Term(%v, %d, %v) = %v, want %v", c.term, c.windows, c.period, got, c.want)
-		}
 	}
 }
 

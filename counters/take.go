@@ -177,7 +177,7 @@ func (t *Table) check(nowNs int64, l *Limit, e *Entry, cost int64, share uint64)
 	if lease && !v.HasGrant {
 		v.Fallback, v.Members, v.Index = t.fallback(e, v.Members, v.Index)
 	}
-	if m := t.minority.Load(); lease && m != nil && m.restricted(&e.cur, e.period) {
+	if m := t.minority.Load(); lease && m != nil && m.restricted(&e.cur) {
 		v.Restricted, v.Safe = true, SafeShare(v.Threshold, v.Members, v.Index, v.Hash, m.safe)
 	}
 	ok, rem := admit(p, &v)

@@ -143,29 +143,28 @@ type Config struct {
 
 	// Partition (lease policy) is how a member that stops answering is told
 	// from one serving behind a partition; nothing local tells them apart.
-	// Default PartitionMajority: a member that cannot reach a majority of
-	// the members it remembers keeps what it holds for QuorumTerm, then
-	// admits at most its safe share (SafeShare) in the windows that begin
-	// after that, while the owners on the majority side take back the
-	// unreachable members' budget after the same term. No partition, however
-	// long, over-admits; a crash costs the survivors the dead member's share
-	// for about QuorumTerm; the price is that the clients of a member cut
-	// off from most of the cluster for longer than QuorumTerm get only its
-	// safe share (none by default). PartitionReserve is the older rule:
-	// a lost member is reserved for ReserveWindows windows, and every member
-	// keeps serving its static share; a crash costs that many windows, and
-	// a partition longer than that over-admits (each side takes the other
-	// for gone). A graceful leave is released at once under both.
+	// Default PartitionReserve: a lost member is reserved for
+	// ReserveWindows windows and every member keeps serving its static
+	// share, however long it is cut off; a crash costs the survivors that
+	// many windows of the dead member's share, and a partition longer than
+	// that over-admits (each side takes the other for gone).
+	// PartitionMajority: a member that cannot reach a majority of the
+	// members it remembers keeps what it holds for QuorumTerm, then admits
+	// at most its safe share (SafeShare) in the windows that begin after
+	// that, while the owners on the majority side take back the
+	// unreachable members' budget after the same term. No partition,
+	// however long, over-admits, and a crash costs the survivors about
+	// QuorumTerm; the price is that the clients of a member cut off from
+	// most of the cluster for longer than QuorumTerm get only its safe
+	// share (none by default). A graceful leave is released at once under
+	// both.
 	Partition Partition
 	// QuorumTerm (majority rule) is how long a member that lost its
 	// majority keeps its lease and static share, and how long the majority
-	// waits before taking its budget back; for a tier shorter than
-	// QuorumTerm / ReserveWindows, ReserveWindows periods of the tier
-	// instead (counters.Term). Longer lets a member cut off for a while
-	// keep serving; shorter gives the survivors of a crash the dead
+	// waits before taking its budget back. Longer lets a member cut off for
+	// a while keep serving; shorter gives the survivors of a crash the dead
 	// member's share sooner. Default 30 s: at the seed's 10 s windows, what
-	// the reserve rule's 3 windows gave, and never more than those 3
-	// windows for shorter tiers.
+	// the reserve rule's 3 windows gave.
 	QuorumTerm time.Duration
 	// SafeShare (majority rule) is the fraction, in [0, 1], of its static
 	// share that a member cut off from the majority may admit per window
@@ -181,8 +180,7 @@ type Config struct {
 	// the cluster or more serve again sooner. New members count at once,
 	// so replacing crashed instances restores a majority. Default 5 minutes.
 	QuorumMemory time.Duration
-	// ReserveWindows (reserve rule, and the majority rule's term of short
-	// tiers) is for how many windows a member that
+	// ReserveWindows (reserve rule) is for how many windows a member that
 	// disappeared without announcing a leave is still reserved for, since it
 	// may be serving behind a partition. Longer keeps both sides of a longer
 	// partition within the limit; shorter wastes less of the limit after a
@@ -247,7 +245,7 @@ func DefaultConfig() Config {
 	g.BindAddr = "" // Addr
 	return Config{
 		Policy:          PolicyLease,
-		Partition:       PartitionMajority,
+		Partition:       PartitionReserve,
 		QuorumTerm:      30 * time.Second,
 		QuorumMemory:    5 * time.Minute,
 		SyncInterval:    200 * time.Millisecond,

@@ -102,7 +102,7 @@ type EngineConfig struct {
 	ReserveWindows int
 	// Partition, SafeShare, QuorumTerm and QuorumMemory choose how a lost
 	// member is told from a partition (lease policy); see Config. Defaults
-	// PartitionMajority, 0, 30 s and 5 minutes.
+	// PartitionReserve, 0, 30 s and 5 minutes.
 	Partition    Partition
 	SafeShare    float64
 	QuorumTerm   time.Duration
@@ -171,16 +171,13 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	}
 	contact := 3*cfg.SyncInterval + cfg.CallTimeout
 	if cfg.Partition == "" {
-		cfg.Partition = PartitionMajority
+		cfg.Partition = PartitionReserve
 	}
 	if _, err := ParsePartition(string(cfg.Partition)); err != nil {
 		return nil, err
 	}
 	if cfg.SafeShare < 0 || cfg.SafeShare > 1 || math.IsNaN(cfg.SafeShare) {
 		return nil, fmt.Errorf("node: EngineConfig.SafeShare %v must be in [0, 1]", cfg.SafeShare)
-	}
-	if cfg.ReserveWindows <= 0 {
-		cfg.ReserveWindows = 3
 	}
 	if cfg.QuorumTerm <= 0 {
 		cfg.QuorumTerm = 30 * time.Second

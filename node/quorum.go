@@ -15,7 +15,7 @@ import (
 type Partition string
 
 const (
-	// PartitionReserve keeps reserving a lost member's static share for
+	// PartitionReserve, the default, keeps reserving a lost member's static share for
 	// Config.ReserveWindows windows after it was last seen, in case it is
 	// serving behind a partition; then each side takes the other for gone.
 	// A crash costs the survivors the dead member's share for that many
@@ -35,13 +35,13 @@ const (
 )
 
 // ParsePartition maps a name to a Partition ("" is the default,
-// PartitionMajority).
+// PartitionReserve).
 func ParsePartition(s string) (Partition, error) {
 	switch p := Partition(s); p {
 	case PartitionReserve, PartitionMajority:
 		return p, nil
 	case "":
-		return PartitionMajority, nil
+		return PartitionReserve, nil
 	}
 	return "", fmt.Errorf("node: unknown partition rule %q (want majority or reserve)", s)
 }
@@ -79,8 +79,7 @@ func (e *Engine) quorum(now int64) (bool, int64) {
 
 // updateQuorum applies the majority rule at now (PartitionMajority): it
 // records when this member lost its majority, restricts the windows that
-// begin a term later (counters.Term) to the safe share
-// (counters.Table.SetMinority), and
+// begin a term later to the safe share (counters.Table.SetMinority), and
 // tells the owner whether it may take back the budget of the members it
 // cannot reach.
 func (e *Engine) updateQuorum(now time.Time) {
@@ -95,9 +94,11 @@ func (e *Engine) updateQuorum(now time.Time) {
 	open := last >= 0 && spans[last].Until == math.MaxInt64
 	switch {
 	case !ok && open:
-		spans[last].Lost = min(spans[last].Lost, at)
+		spans[last].From = min(spans[last].From, at+int64(e.cfg.QuorumTerm))
 	case !ok:
-		spans = append(spans, counters.MinoritySpan{Lost: at, Until: math.MaxInt64})
+		spans = append(spans, counters.MinoritySpan{From: at + int64(e.cfg.QuorumTerm), Until: math.MaxInt64})
+	case open && nowNs <= spans[last].From:
+		spans = spans[:last] // back before the term ended: nothing was restricted
 	case open:
 		spans[last].Until = nowNs
 	}
@@ -115,7 +116,7 @@ func (e *Engine) updateQuorum(now time.Time) {
 	}
 	e.mu.Unlock()
 	if changed {
-		e.table.SetMinority(spans, e.cfg.SafeShare, e.cfg.QuorumTerm, e.cfg.ReserveWindows)
+		e.table.SetMinority(spans, e.cfg.SafeShare)
 	}
 	e.owner.SetMajority(ok)
 }

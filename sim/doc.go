@@ -13,7 +13,7 @@
 // scenario, policy and seed give the same results, byte for byte.
 //
 //   - Instances. Each has a node.Engine (policies optimistic, static, lease with the
-//     majority rule, lease-reserve with the reserve rule),
+//     reserve rule, lease-majority with the majority rule),
 //     a clock (virtual time plus its skew), a sync ticker with a random phase,
 //     and a membership view. Every sync interval it times out the batches of
 //     its last round still unanswered (node.Engine.Fail: the timeout is one
@@ -108,7 +108,7 @@
 //	                              3 x sync; 0 never waits)
 //	quorum term=D safe=F          the lease policy's majority rule
 //	                              (node.Config.QuorumTerm, default 30s, and
-//	                              SafeShare, default 0; lease-reserve ignores it)
+//	                              SafeShare, default 0; for lease-majority)
 //	skew NAME OFFSET              a member's clock offset (+250ms, -1s)
 //	skew random MAX               others' offsets uniform in [-MAX, +MAX]
 //	sla ID ALG:PERIOD:THRESHOLD...

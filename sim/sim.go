@@ -24,9 +24,9 @@ const (
 	Optimistic Policy = "optimistic"
 	Static     Policy = "static"
 	Lease      Policy = "lease"
-	// LeaseReserve is the lease policy with the other partition rule,
-	// node.PartitionReserve (Lease runs the default, node.PartitionMajority).
-	LeaseReserve Policy = "lease-reserve"
+	// LeaseMajority is the lease policy with the other partition rule,
+	// node.PartitionMajority (Lease runs the default, node.PartitionReserve).
+	LeaseMajority Policy = "lease-majority"
 	// Central is seed 000's design: every instance admits with the
 	// optimistic rule and, every sync interval, adds its delta per key to
 	// one central counter (INCRBY) and reads the total back.
@@ -34,7 +34,7 @@ const (
 )
 
 // Policies returns every policy, in the order results list them.
-func Policies() []Policy { return []Policy{Optimistic, Static, Lease, LeaseReserve, Central} }
+func Policies() []Policy { return []Policy{Optimistic, Static, Lease, LeaseMajority, Central} }
 
 // ParsePolicy maps a name to a Policy.
 func ParsePolicy(s string) (Policy, error) {
@@ -42,7 +42,7 @@ func ParsePolicy(s string) (Policy, error) {
 	if slices.Contains(Policies(), p) {
 		return p, nil
 	}
-	return "", fmt.Errorf("sim: unknown policy %q (want optimistic, static, lease, lease-reserve or central)", s)
+	return "", fmt.Errorf("sim: unknown policy %q (want optimistic, static, lease, lease-majority or central)", s)
 }
 
 // base is the Unix time of virtual time 0: a whole hour, so that every
@@ -354,9 +354,9 @@ func (w *world) start(in *instance, announce bool) error {
 		}
 		in.tab = tab
 	} else {
-		pol, part := node.Policy(w.policy), node.PartitionMajority
-		if w.policy == LeaseReserve {
-			pol, part = node.PolicyLease, node.PartitionReserve
+		pol, part := node.Policy(w.policy), node.PartitionReserve
+		if w.policy == LeaseMajority {
+			pol, part = node.PolicyLease, node.PartitionMajority
 		}
 		eng, err := node.NewEngine(node.EngineConfig{
 			Name:         in.name,
