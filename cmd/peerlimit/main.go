@@ -208,7 +208,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	fs.IntVar(&o.maxEntries, "max-entries", 100_000, "counter series held per instance")
 	fs.StringVar(&o.label, "gossip-label", "", "cluster label: nodes with another label never join")
 	fs.DurationVar(&o.joinTimeout, "join-timeout", 0, "fail at start if no seed answers within this (0: run alone and keep trying)")
-	fs.BoolVar(&o.local, "local", false, "run on 127.0.0.1 with OS-chosen peer ports and the fast local gossip profile (tests, trying it out)")
+	fs.BoolVar(&o.local, "local", false, "run on 127.0.0.1 (peers on OS-chosen ports, -rls-addr and -http-addr on 127.0.0.1 unless they name a host) with the fast local gossip profile (tests, trying it out)")
 	set := map[string]bool{}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -261,6 +261,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, hup <-c
 	nc := node.DefaultConfig()
 	if o.local {
 		nc = node.LocalConfig(o.name)
+		// -local serves on 127.0.0.1 too, unless told a host.
+		for _, a := range []*string{&o.rlsAddr, &o.httpAddr} {
+			if strings.HasPrefix(*a, ":") {
+				*a = "127.0.0.1" + *a
+			}
+		}
 	} else {
 		nc.Addr = o.addr
 		nc.Gossip.BindPort = o.gossipPort
