@@ -70,6 +70,8 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	}
 	cfg := s.cfg.Load()
 	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds))}
+	// One allocation for every descriptor's status and its parts.
+	parts := make([]statusParts, len(ds))
 	// First each descriptor's limit, and the names of the limits that the
 	// matched ones replace: a replaced limit is not applied.
 	type match struct {
@@ -93,7 +95,8 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			es = append(es, Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
 		lim, shadow := s.limitOf(cfg, req.GetDomain(), d, es)
-		resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		parts[i].status.Code = rlsv3.RateLimitResponse_OK
+		resp.Statuses[i] = &parts[i].status
 		if lim == nil || lim.Unlimited {
 			continue
 		}
@@ -118,17 +121,20 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		} else if cost == 0 {
 			cost = 1
 		}
-		l := counters.Limit{Tenant: matches[i].tenant, Endpoint: req.GetDomain(), Method: Method, Period: lim.Period, Threshold: int64(lim.RequestsPerUnit)}
-		dec, err := s.n.Take(ctx, []counters.Limit{l}, cost)
+		ls := [1]counters.Limit{{Tenant: matches[i].tenant, Endpoint: req.GetDomain(), Method: Method, Period: lim.Period, Threshold: int64(lim.RequestsPerUnit)}}
+		dec, err := s.n.Take(ctx, ls[:], cost)
 		if err != nil {
 			if errors.Is(err, counters.ErrBadKey) {
 				return nil, status.Errorf(codes.InvalidArgument, "rls: descriptors[%d]: %v", i, err)
 			}
 			return nil, status.Errorf(codes.Unavailable, "rls: %v", err)
 		}
-		st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: lim.Name, RequestsPerUnit: lim.RequestsPerUnit, Unit: lim.Unit}
+		p := &parts[i]
+		p.current.Name, p.current.RequestsPerUnit, p.current.Unit = lim.Name, lim.RequestsPerUnit, lim.Unit
+		st.CurrentLimit = &p.current
 		st.LimitRemaining = uint32(min(max(dec.Remaining, 0), 1<<32-1))
-		st.DurationUntilReset = durationpb.New(dec.Reset)
+		p.reset.Seconds, p.reset.Nanos = int64(dec.Reset/time.Second), int32(dec.Reset%time.Second)
+		st.DurationUntilReset = &p.reset
 		if !dec.Allowed && !matches[i].shadow { // shadow mode answers OK whatever the decision
 			st.Code, resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT, rlsv3.RateLimitResponse_OVER_LIMIT
 		}
@@ -171,6 +177,9 @@ func (s *Server) limitOf(cfg *Config, domain string, d *ratelimitv3.RateLimitDes
 // tenantOf is a descriptor's series name: its entries as key=value, joined
 // by "&", each part escaped so that two descriptors never share a name.
 func tenantOf(es []Entry) string {
+	if len(es) == 1 && !strings.ContainsAny(es[0].Key, "&=%") && !strings.ContainsAny(es[0].Value, "&=%") {
+		return es[0].Key + "=" + es[0].Value // the usual case, in one allocation
+	}
 	var b strings.Builder
 	for i, e := range es {
 		if i > 0 {
@@ -207,13 +216,43 @@ func unitPeriod(u rlsv3.RateLimitResponse_RateLimit_Unit) (time.Duration, bool) 
 // it is denied. cmd/peerlimit's /v1/check answers with them too.
 func Headers(d *counters.Decision) []*corev3.HeaderValue {
 	reset := int64((d.Reset + time.Second - 1) / time.Second)
-	hs := []*corev3.HeaderValue{
-		{Key: "X-Ratelimit-Limit", Value: strconv.FormatInt(d.Limit, 10)},
-		{Key: "X-Ratelimit-Remaining", Value: strconv.FormatInt(max(d.Remaining, 0), 10)},
-		{Key: "X-Ratelimit-Reset", Value: strconv.FormatInt(reset, 10)},
-	}
+	// Two allocations: the messages with their list, and one string that
+	// holds every value.
+	var buf [4 * 20]byte
+	b := strconv.AppendInt(buf[:0], d.Limit, 10)
+	ends := [4]int{len(b)}
+	b = strconv.AppendInt(b, max(d.Remaining, 0), 10)
+	ends[1] = len(b)
+	b = strconv.AppendInt(b, reset, 10)
+	ends[2] = len(b)
+	keys := [4]string{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Retry-After"}
+	n := 3
 	if !d.Allowed && d.RetryAfter > 0 {
-		hs = append(hs, &corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(int64((d.RetryAfter+time.Second-1)/time.Second), 10)})
+		b = strconv.AppendInt(b, int64((d.RetryAfter+time.Second-1)/time.Second), 10)
+		ends[3] = len(b)
+		n = 4
 	}
-	return hs
+	all := string(b)
+	h := new(headerSet)
+	from := 0
+	for i := range n {
+		h.vals[i].Key, h.vals[i].Value = keys[i], all[from:ends[i]]
+		h.list[i] = &h.vals[i]
+		from = ends[i]
+	}
+	return h.list[:n]
+}
+
+// headerSet holds the headers of one answer.
+type headerSet struct {
+	vals [4]corev3.HeaderValue
+	list [4]*corev3.HeaderValue
+}
+
+// statusParts holds one descriptor's status and its messages, so that an
+// answer allocates them at once.
+type statusParts struct {
+	status  rlsv3.RateLimitResponse_DescriptorStatus
+	current rlsv3.RateLimitResponse_RateLimit
+	reset   durationpb.Duration
 }
