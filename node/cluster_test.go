@@ -253,32 +253,45 @@ func TestClusterPoliciesUnderOverload(t *testing.T) {
 // gRPC cut by faultnet) lasting whole windows with balanced load: every
 // complete window within 1% (or one request) of the limit, none more than
 // 5% short.
+// waitWindowStart waits until the clock is within 20 ms after the start of
+// a window of the period.
+func waitWindowStart(t *testing.T, clock func() time.Time, period time.Duration) {
+	t.Helper()
+	waitFor(t, 2*period, "a window start", func() bool {
+		return clock().UnixNano()%int64(period) < int64(20*time.Millisecond)
+	})
+}
+
+// checkWindows asserts that every window offered at least 1.5x threshold
+// (a complete one) admitted 95% to 101% (+1) of it, and that there is one.
+func checkWindows(t *testing.T, phase string, threshold int64, admitted, offered map[int64]int64) {
+	t.Helper()
+	complete := 0
+	for ws, a := range admitted {
+		if offered[ws] < threshold*3/2 {
+			continue // cut by the start or the end of the phase
+		}
+		complete++
+		t.Logf("%s: window %d: offered %d admitted %d (limit %d)", phase, ws/1e6, offered[ws], a, threshold)
+		if a > threshold*101/100+1 || a < threshold*95/100 {
+			t.Errorf("%s: admitted %d, want %d..%d", phase, a, threshold*95/100, threshold*101/100+1)
+		}
+	}
+	if complete < 1 {
+		t.Fatalf("%s: no complete window measured", phase)
+	}
+}
+
 func TestClusterLeaseSkewAndPartition(t *testing.T) {
 	const threshold, period, sync = 200, 2 * time.Second, 100 * time.Millisecond
 	rate := 2.0 * threshold / period.Seconds()
 	clock := alignedClock(period)
 	c := startCluster(t, 3, clusterOpts{policy: PolicyLease, sync: sync, faults: true, clock: clock})
 	limits := []counters.Limit{{Tenant: "acme", Endpoint: "/v1/p/*", Method: "GET", Period: period, Threshold: threshold}}
-	atWindowStart := func() {
-		waitFor(t, 2*period, "a window start", func() bool {
-			return clock().UnixNano()%int64(period) < int64(20*time.Millisecond)
-		})
-	}
+	atWindowStart := func() { waitWindowStart(t, clock, period) }
 	check := func(phase string, admitted, offered map[int64]int64) {
-		complete := 0
-		for ws, a := range admitted {
-			if offered[ws] < threshold*3/2 {
-				continue // cut by the start or the end of the phase
-			}
-			complete++
-			t.Logf("%s: window %d: offered %d admitted %d (limit %d)", phase, ws/1e6, offered[ws], a, threshold)
-			if a > threshold*101/100+1 || a < threshold*95/100 {
-				t.Errorf("%s: admitted %d, want %d..%d", phase, a, threshold*95/100, threshold*101/100+1)
-			}
-		}
-		if complete < 1 {
-			t.Fatalf("%s: no complete window measured", phase)
-		}
+		t.Helper()
+		checkWindows(t, phase, threshold, admitted, offered)
 	}
 	atWindowStart()
 	admitted, offered := driveWeighted(c, limits, rate, []float64{0.9, 0.05, 0.05}, 2*period)
