@@ -69,9 +69,18 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		return nil, status.Errorf(codes.InvalidArgument, "rls: %d descriptors, at most %d", len(ds), maxDescriptors)
 	}
 	cfg := s.cfg.Load()
-	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds))}
-	// One allocation for every descriptor's status and its parts.
-	parts := make([]statusParts, len(ds))
+	// The usual answer, of one descriptor, is one allocation with its
+	// status, the status's messages and the headers; more descriptors take
+	// two more, for their statuses and their messages.
+	a := new(answer)
+	resp := &a.resp
+	resp.OverallCode = rlsv3.RateLimitResponse_OK
+	var parts []statusParts
+	if len(ds) <= len(a.parts) {
+		resp.Statuses, parts = a.status[:len(ds)], a.parts[:len(ds)]
+	} else {
+		resp.Statuses, parts = make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds)), make([]statusParts, len(ds))
+	}
 	// First each descriptor's limit, and the names of the limits that the
 	// matched ones replace: a replaced limit is not applied.
 	type match struct {
@@ -143,7 +152,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		}
 	}
 	if decided {
-		resp.ResponseHeadersToAdd = Headers(&worst)
+		resp.ResponseHeadersToAdd = a.headers.set(&worst)
 	}
 	return resp, nil
 }
@@ -214,10 +223,21 @@ func unitPeriod(u rlsv3.RateLimitResponse_RateLimit_Unit) (time.Duration, bool) 
 // Headers are the HTTP middleware's headers for a decision: X-Ratelimit-Limit,
 // -Remaining and -Reset (whole seconds, rounded up), and Retry-After when
 // it is denied. cmd/peerlimit's /v1/check answers with them too.
-func Headers(d *counters.Decision) []*corev3.HeaderValue {
+func Headers(d *counters.Decision) []*corev3.HeaderValue { return new(headerSet).set(d) }
+
+// headerSet holds the headers of one answer: the three every answer
+// carries, and room in the list for Retry-After, which only a denial
+// carries (it takes an allocation of its own, which keeps an answer of one
+// descriptor in a smaller size class).
+type headerSet struct {
+	vals [3]corev3.HeaderValue
+	list [4]*corev3.HeaderValue
+}
+
+// set fills h with the headers of d and returns them; it allocates a
+// string that holds every value (and Retry-After).
+func (h *headerSet) set(d *counters.Decision) []*corev3.HeaderValue {
 	reset := int64((d.Reset + time.Second - 1) / time.Second)
-	// Two allocations: the messages with their list, and one string that
-	// holds every value.
 	var buf [4 * 20]byte
 	b := strconv.AppendInt(buf[:0], d.Limit, 10)
 	ends := [4]int{len(b)}
@@ -233,20 +253,28 @@ func Headers(d *counters.Decision) []*corev3.HeaderValue {
 		n = 4
 	}
 	all := string(b)
-	h := new(headerSet)
 	from := 0
 	for i := range n {
-		h.vals[i].Key, h.vals[i].Value = keys[i], all[from:ends[i]]
-		h.list[i] = &h.vals[i]
+		var v *corev3.HeaderValue
+		if i < len(h.vals) {
+			v = &h.vals[i]
+		} else {
+			v = new(corev3.HeaderValue)
+		}
+		v.Key, v.Value = keys[i], all[from:ends[i]]
+		h.list[i] = v
 		from = ends[i]
 	}
 	return h.list[:n]
 }
 
-// headerSet holds the headers of one answer.
-type headerSet struct {
-	vals [4]corev3.HeaderValue
-	list [4]*corev3.HeaderValue
+// answer is a response with room for one descriptor's status and the
+// headers.
+type answer struct {
+	resp    rlsv3.RateLimitResponse
+	status  [1]*rlsv3.RateLimitResponse_DescriptorStatus
+	parts   [1]statusParts
+	headers headerSet
 }
 
 // statusParts holds one descriptor's status and its messages, so that an
