@@ -16,6 +16,10 @@
 // answer other than OK counts as an error. Server CPU is read from
 // /proc/PID/stat (Linux).
 //
+// -peer-env sets a variable for the peerlimit processes alone: Go's
+// runtime settings, such as GOGC=400, are a deployment's to choose, and
+// the null servers keep the defaults, the floor the ratio is against.
+//
 // With -nodes 3, three peerlimit processes form one cluster (and three null
 // servers stand against them); the client sends each request to the next
 // server in turn. Last, a check sends 2000 requests of one key limited to
@@ -75,6 +79,7 @@ type options struct {
 	duration                                                time.Duration
 	rate                                                    float64
 	peerlimit                                               string
+	peerEnv                                                 []string
 }
 
 func parse(args []string, out io.Writer) (*options, error) {
@@ -90,6 +95,13 @@ func parse(args []string, out io.Writer) (*options, error) {
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each closed-loop and each open-loop run")
 	fs.Float64Var(&o.rate, "rate", 5000, "open loop: requests per second")
 	fs.StringVar(&o.peerlimit, "peerlimit", "", "the cmd/peerlimit binary (default: built from this module with go build)")
+	fs.Func("peer-env", "`VAR=value` in the environment of the peerlimit processes only, such as GOGC=400 (repeatable)", func(v string) error {
+		if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
+			return fmt.Errorf("%q is not VAR=value", v)
+		}
+		o.peerEnv = append(o.peerEnv, v)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -139,7 +151,7 @@ func run(args []string, out io.Writer) error {
 		}
 		nulls = append(nulls, p)
 	}
-	peers, err := startPeers(bin, dir, o.nodes, env)
+	peers, err := startPeers(bin, dir, o.nodes, slices.Concat(env, o.peerEnv))
 	if err != nil {
 		return err
 	}
@@ -162,8 +174,8 @@ func run(args []string, out io.Writer) error {
 		closedLoop(ps, reqs, o.workers, min(o.duration, time.Second))
 	}
 
-	fmt.Fprintf(out, "rlsbench: %d peerlimit process(es) against %d null server(s), client GOMAXPROCS %d, servers' %s, %d workers, %d values, %v per run, open loop at %.0f/s\n\n",
-		o.nodes, o.nodes, o.clientProcs, procsName(o.serverProcs), o.workers, o.values, o.duration, o.rate)
+	fmt.Fprintf(out, "rlsbench: %d peerlimit process(es)%s against %d null server(s), client GOMAXPROCS %d, servers' %s, %d workers, %d values, %v per run, open loop at %.0f/s\n\n",
+		o.nodes, envName(o.peerEnv), o.nodes, o.clientProcs, procsName(o.serverProcs), o.workers, o.values, o.duration, o.rate)
 	fmt.Fprintln(out, "| pair | server | closed rps | p50 ms | p99 ms | server cores | server µs/call | open p50 ms | open p99 ms | server µs/call | errors |")
 	fmt.Fprintln(out, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	var closedRatio, openRatio []float64
@@ -207,6 +219,13 @@ func ratios(xs []float64) string {
 		s[i] = fmt.Sprintf("%.2f", x)
 	}
 	return strings.Join(s, " ")
+}
+
+func envName(env []string) string {
+	if len(env) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(env, " ") + ")"
 }
 
 func procsName(n int) string {

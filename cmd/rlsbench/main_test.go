@@ -64,7 +64,7 @@ func TestRLSBenchSmoke(t *testing.T) {
 
 // TestBadFlags: nonsense settings are refused with a message.
 func TestBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"-workers", "0"}, {"-rate", "-1"}, {"-server-procs", "-1"}, {"-nope"}, {"extra"}} {
+	for _, args := range [][]string{{"-workers", "0"}, {"-rate", "-1"}, {"-server-procs", "-1"}, {"-peer-env", "GOGC"}, {"-nope"}, {"extra"}} {
 		if _, err := parse(args, &bytes.Buffer{}); err == nil {
 			t.Errorf("%v: no error", args)
 		}
