@@ -47,6 +47,9 @@ func (o *Owner) Hello(now time.Time, origin string, ack, view uint64) uint64 {
 	if c == nil {
 		c = newContact(nowNs)
 		o.contacts[origin] = c
+		if i, ok := o.members.index[origin]; ok {
+			o.members.contact[i] = c
+		}
 	}
 	if ack != 0 && ack <= c.seq && c.seq-ack < contactRing && ack > c.ackSeq {
 		prev, sent := max(c.since, c.acked), c.sent[ack%contactRing]
@@ -98,12 +101,12 @@ func (o *Owner) seeMembers(now int64, alive []string) {
 
 // contactAt returns when the member was last known to be in contact: the
 // send time of the newest answer it acknowledged, or when this owner first
-// saw it. This owner itself is always in contact. The lock must be held.
-func (o *Owner) contactAt(name string, now int64) int64 {
+// saw it. This owner itself is always in contact. c is the member's
+// contact record (o.contacts[name]). The lock must be held.
+func (o *Owner) contactAt(name string, c *contact, now int64) int64 {
 	if name == o.cfg.Self {
 		return now
 	}
-	c := o.contacts[name]
 	if c == nil {
 		return now
 	}
@@ -117,22 +120,21 @@ func (o *Owner) contactAt(name string, now int64) int64 {
 // beginning, since the member spent the window's beginning out of contact
 // (with its static share, or caps of an owner on its side). The lock must
 // be held.
-func (o *Owner) contactBefore(name string, start, now int64) int64 {
-	if c := o.contacts[name]; c != nil && name != o.cfg.Self && c.gapAck > start {
+func (o *Owner) contactBefore(name string, c *contact, start, now int64) int64 {
+	if c != nil && name != o.cfg.Self && c.gapAck > start {
 		return c.gapFrom
 	}
-	return o.contactAt(name, now)
+	return o.contactAt(name, c, now)
 }
 
 // synced reports whether the member sent a batch under this owner's view
 // since the membership last changed: then it reported every window it
 // holds a cap in for this owner's keys. This owner itself always has. The
 // lock must be held.
-func (o *Owner) synced(name string) bool {
+func (o *Owner) synced(name string, c *contact) bool {
 	if name == o.cfg.Self {
 		return true
 	}
-	c := o.contacts[name]
 	return c != nil && c.synced >= o.members.changedAt
 }
 
@@ -142,5 +144,5 @@ func (o *Owner) InContact(now time.Time, name string) bool {
 	nowNs := now.UnixNano()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return nowNs-o.contactAt(name, nowNs) < int64(o.cfg.Contact)
+	return nowNs-o.contactAt(name, o.contacts[name], nowNs) < int64(o.cfg.Contact)
 }

@@ -58,22 +58,23 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	if elapsed := now - key.WindowStart; w.alg == Sliding && elapsed >= 0 && elapsed < period {
 		weight = float64(period-elapsed) / float64(period)
 	}
+	// est is a member's own estimate, as the member itself computes it,
+	// from its states in the window and the one before.
+	est := func(s, ps *originState) int64 {
+		var e int64
+		if s != nil {
+			e = s.total()
+		}
+		if ps != nil {
+			e += weighted(ps.total(), weight)
+		}
+		return e
+	}
 	prevOf := func(name string) *originState {
 		if prev == nil {
 			return nil
 		}
 		return prev.find(name)
-	}
-	// est is a member's own estimate, as the member itself computes it.
-	est := func(s *originState, name string) int64 {
-		var e int64
-		if s != nil {
-			e = s.total()
-		}
-		if ps := prevOf(name); ps != nil {
-			e += weighted(ps.total(), weight)
-		}
-		return e
 	}
 
 	since := key.WindowStart - int64(o.cfg.ReserveWindows)*period
@@ -81,21 +82,33 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		since = math.MinInt64 // every member the node remembers
 	}
 	mw := o.members.window(since)
-	members, inView := mw.names, mw.in
+	members := mw.names
 	n := len(members)
 	contactT := int64(o.cfg.Contact)
+	view := w.aligned(mw, prev)
 
 	// Counts of origins no longer in view: spent for good.
 	var firm int64
-	for _, s := range w.origins {
-		if !inView[s.name] && s != r {
-			firm += est(s, s.name)
+	if view != nil {
+		for _, s := range view.outside {
+			if s != r {
+				firm += est(s, prevOf(s.name))
+			}
 		}
-	}
-	if prev != nil {
-		for _, ps := range prev.origins {
-			if !inView[ps.name] && w.find(ps.name) == nil {
-				firm += weighted(ps.total(), weight)
+		for _, ps := range view.prevOutside {
+			firm += weighted(ps.total(), weight)
+		}
+	} else {
+		for _, s := range w.origins {
+			if _, in := mw.pos[s.name]; !in && s != r {
+				firm += est(s, prevOf(s.name))
+			}
+		}
+		if prev != nil {
+			for _, ps := range prev.origins {
+				if _, in := mw.pos[ps.name]; !in && w.find(ps.name) == nil {
+					firm += weighted(ps.total(), weight)
+				}
 			}
 		}
 	}
@@ -123,18 +136,34 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	// this owner's keys.
 	takeBack := o.cfg.Majority && o.majority
 	lostBefore := key.WindowStart - int64(o.cfg.Term) - contactT
-	var reachBuf [16]*originState
-	reach := reachBuf[:0]
+	// reach is the members in contact that reported (and r), with their
+	// contact records.
+	sc := &o.scratch
+	reach, reachC, reachE := sc.reach[:0], sc.reachC[:0], sc.reachE[:0]
+	defer func() { // kept for the next grant, without what they point to
+		clear(reach)
+		clear(reachC)
+		sc.reach, sc.reachC, sc.reachE = reach[:0], reachC[:0], reachE[:0]
+	}()
+	haveR := false
 	for i, m := range members {
-		s := w.find(m)
+		var s, ps *originState
+		if view != nil {
+			s, ps = view.cur[i], view.prv[i]
+		} else {
+			s, ps = w.find(m), prevOf(m)
+		}
 		if s == r {
-			reach = append(reach, s)
+			reach, reachC, reachE = append(reach, s), append(reachC, nil), append(reachE, est(s, ps))
+			haveR = true
 			continue
 		}
-		e := est(s, m)
-		inContact := now-o.contactAt(m, now) < contactT && o.members.alive[m]
-		c := o.contactBefore(m, key.WindowStart, now)
-		if takeBack && !inContact && !o.members.alive[m] && c < lostBefore {
+		at := mw.at[i]
+		cr, alive := o.members.contact[at], o.members.isAlive[at]
+		e := est(s, ps)
+		inContact := now-o.contactAt(m, cr, now) < contactT && alive
+		c := o.contactBefore(m, cr, key.WindowStart, now)
+		if takeBack && !inContact && !alive && c < lostBefore {
 			safe := max(e, SafeShare(w.threshold, n, i, hash, o.cfg.SafeShare))
 			if s != nil {
 				firm += safe
@@ -148,30 +177,30 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 			static = StaticShare(w.threshold, n, i, hash)
 		}
 		var carried int64
-		if ps := prevOf(m); ps != nil && o.carries(ps) && c >= key.WindowStart-int64(CarryWithin(o.cfg.Contact))-contactT {
-			carried = o.capNow(ps)
+		if ps != nil && o.carries(ps, cr) && c >= key.WindowStart-int64(CarryWithin(o.cfg.Contact))-contactT {
+			carried = o.capNow(ps, cr)
 		}
 		switch {
 		case s != nil && inContact:
-			reach = append(reach, s)
+			reach, reachC, reachE = append(reach, s), append(reachC, cr), append(reachE, e)
 		case s != nil:
-			if o.holdsGrant(s) {
+			if o.holdsGrant(s, cr) {
 				static = 0 // it left its static share for this owner's grant
 			}
-			firm += max(o.capNow(s), e, static)
+			firm += max(o.capNow(s, cr), e, static)
 		default:
 			silent += max(carried, e, static)
 			// Another owner may have granted it a cap in this window if it
 			// lost contact during the window, or has not sent a batch
 			// under this owner's view since the membership changed.
-			if inherited && ((!inContact && static == 0) || (inContact && !o.synced(m))) {
+			if inherited && ((!inContact && static == 0) || (inContact && !o.synced(m, cr))) {
 				unknown = true
 				settling = settling || inContact
 			}
 		}
 	}
-	if !contains(reach, r) { // r reports but is not (yet) in our view
-		reach = append(reach, r)
+	if !haveR { // r reports but is not (yet) in our view
+		reach, reachC, reachE = append(reach, r), append(reachC, nil), append(reachE, est(r, prevOf(r.name)))
 	}
 
 	hidden := w.hidden()
@@ -190,7 +219,7 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	}
 	committed := firm + rest
 
-	estR := est(r, r.name)
+	estR := est(r, prevOf(r.name))
 	free := w.threshold - committed
 	// What nobody needs is judged over the time left in the window; the
 	// members' parts follow their demand over the next NeedHorizon
@@ -201,15 +230,15 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	soon := float64(min(left, NeedHorizon*int64(o.cfg.Interval)))
 	var othersOut, othersExcess, needs int64
 	var needy int64 // reporters with demand
-	for _, s := range reach {
-		e := est(s, s.name)
+	for i, s := range reach {
+		e := reachE[i]
 		free -= e
 		n := need(s, float64(left))
 		if n > 0 {
 			needy++
 		}
 		if s != r {
-			out := max(0, o.capNow(s)-e)
+			out := max(0, o.capNow(s, reachC[i])-e)
 			othersOut += out
 			// Beyond what its current demand needs, a member gives back at
 			// its next report what it holds (its smoothed need fades).
@@ -228,7 +257,7 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		spare = 0
 	} else {
 		kept := spare - spare*needy/max(needy, int64(n))
-		fair := fairShare(free-kept, reach, r, soon, float64(left))
+		fair := fairShare(free-kept, reach, r, soon, float64(left), sc)
 		allowed := max(min(fair, free-othersOut), 0)
 		g += allowed
 		r.hadShare = r.hadShare || allowed > 0
@@ -278,15 +307,6 @@ func need(s *originState, d float64) int64 {
 	return int64(math.Ceil(s.rate * d))
 }
 
-func contains(ss []*originState, s *originState) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // fairShare splits free among origins by demand, and returns r's part.
 // First by what each is expected to need soon (max-min fair, water-filling
 // on the next soon nanoseconds); if that leaves some over, every need is
@@ -297,14 +317,9 @@ func contains(ss []*originState, s *originState) bool {
 // equally among the origins with demand. Integer units: the parts add up
 // to free exactly, or to less when no origin has demand. It sorts the needs
 // at most twice: O(k log k) for k origins.
-func fairShare(free int64, origins []*originState, r *originState, soon, left float64) int64 {
-	k := len(origins)
-	var needBuf [16]int64
-	var orderBuf [16]int
-	needs, order := needBuf[:0], orderBuf[:0]
-	if k > len(needBuf) {
-		needs, order = make([]int64, 0, k), make([]int, 0, k)
-	}
+func fairShare(free int64, origins []*originState, r *originState, soon, left float64, sc *grantScratch) int64 {
+	needs, order := sc.needs[:0], sc.order[:0]
+	defer func() { sc.needs, sc.order = needs[:0], order[:0] }()
 	ri := -1
 	var sum int64
 	for i, s := range origins {
@@ -334,7 +349,14 @@ func fairShare(free int64, origins []*originState, r *originState, soon, left fl
 // their needs, max-min fair, then what no one needs in equal parts, and
 // returns the part of origin ri. It sorts order.
 func waterFill(free int64, needs []int64, order []int, ri int) int64 {
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(needs[a], needs[b]) })
+	// By need, then by place: the order a stable sort gives, from a
+	// faster one (order is ascending when it arrives).
+	slices.SortFunc(order, func(a, b int) int {
+		if c := cmp.Compare(needs[a], needs[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
 	// Water-filling in increasing need: each origin gets its need or an
 	// equal part of what is left, whichever is smaller; the units left over
 	// from the division go one each, in that order.
@@ -371,4 +393,14 @@ func waterFill(free int64, needs []int64, order []int, ri int) int64 {
 		}
 	}
 	return needs[ri]
+}
+
+// grantScratch is the slices a grant works in, kept by the owner (under
+// its lock) from one grant to the next so that a grant allocates nothing.
+type grantScratch struct {
+	reach  []*originState
+	reachC []*contact
+	reachE []int64
+	needs  []int64
+	order  []int
 }

@@ -3,6 +3,7 @@ package counters
 import (
 	"maps"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -164,6 +165,7 @@ type Owner struct {
 	view     uint64 // ViewDigest of the alive members
 	majority bool   // this owner reaches a majority (SetMajority)
 	dropped  uint64
+	scratch  grantScratch
 }
 
 type ownerMembers struct {
@@ -172,19 +174,27 @@ type ownerMembers struct {
 	// (Unix ns): they may still be spending their share of windows that
 	// began before that, on the other side of a partition.
 	gone map[string]int64
-	// sorted lists every known member, alive or gone.
-	sorted []string
+	// sorted lists every known member, alive or gone; index maps a name to
+	// its place there, and isAlive and contact follow the same order (the
+	// member's contact record, nil until it has one), so that a grant
+	// walks the members without a map lookup per member.
+	sorted  []string
+	index   map[string]int
+	isAlive []bool
+	contact []*contact
 	// changedAt is when the set of alive members last changed (Unix ns).
 	changedAt int64
 	// windows caches window() by its argument until the next SetMembers.
 	windows map[int64]*memberWindow
 }
 
-// memberWindow is the members that may spend budget in a window, sorted,
-// and the same as a set.
+// memberWindow is the members that may spend budget in a window, sorted:
+// their names, their places in ownerMembers.sorted (at) and their
+// positions in names by name (pos).
 type memberWindow struct {
 	names []string
-	in    map[string]bool
+	at    []int
+	pos   map[string]int
 }
 
 // window returns the members that may spend budget in a window whose
@@ -195,11 +205,12 @@ func (m *ownerMembers) window(since int64) *memberWindow {
 	if w := m.windows[since]; w != nil {
 		return w
 	}
-	w := &memberWindow{in: make(map[string]bool, len(m.sorted))}
-	for _, name := range m.sorted {
-		if m.alive[name] || m.gone[name] >= since {
+	w := &memberWindow{pos: make(map[string]int, len(m.sorted))}
+	for i, name := range m.sorted {
+		if m.isAlive[i] || m.gone[name] >= since {
+			w.pos[name] = len(w.names)
 			w.names = append(w.names, name)
-			w.in[name] = true
+			w.at = append(w.at, i)
 		}
 	}
 	if m.windows == nil || len(m.windows) > 64 { // a few windows are live at once
@@ -222,6 +233,68 @@ type ownerWindow struct {
 	inherited bool
 	origins   []*originState          // one per instance that reported
 	byName    map[string]*originState // origins by name, once there are more than originsScan
+	view      *windowView             // see aligned
+}
+
+// windowView aligns a window's origins with the members that may spend in
+// it (a memberWindow), so that a grant walks the members without looking
+// each one up by name: cur[i] and prv[i] are member mw.names[i]'s states in
+// the window and in the window before it (nil where it has not reported),
+// outside the window's origins that are not members, and prevOutside the
+// previous window's origins that are neither members nor origins of the
+// window. nCur and nPrev are how many origins the two windows had when it
+// was brought up to date.
+type windowView struct {
+	mw                   *memberWindow
+	prev                 *ownerWindow
+	nCur, nPrev          int
+	cur, prv             []*originState
+	outside, prevOutside []*originState
+}
+
+// aligned returns the window's view on mw, with prev its previous window
+// (nil if the owner has none), or nil while the window has too few origins
+// for a view to pay for its memory (two pointers per member). New origins
+// of the window are added in place; anything else rebuilds it. The owner's
+// lock must be held.
+func (w *ownerWindow) aligned(mw *memberWindow, prev *ownerWindow) *windowView {
+	if len(w.origins) <= originsScan || 12*len(w.origins) < len(mw.names) {
+		return nil
+	}
+	prevN := 0
+	if prev != nil {
+		prevN = len(prev.origins)
+	}
+	v := w.view
+	if v == nil {
+		v = &windowView{}
+		w.view = v
+	}
+	if v.mw != mw || v.prev != prev || v.nPrev != prevN || v.nCur > len(w.origins) {
+		v.mw, v.prev, v.nPrev, v.nCur = mw, prev, prevN, 0
+		v.cur = append(v.cur[:0], make([]*originState, len(mw.names))...)
+		v.prv = append(v.prv[:0], make([]*originState, len(mw.names))...)
+		v.outside, v.prevOutside = v.outside[:0], v.prevOutside[:0]
+		if prev != nil {
+			for _, ps := range prev.origins {
+				if i, ok := mw.pos[ps.name]; ok {
+					v.prv[i] = ps
+				} else if w.find(ps.name) == nil {
+					v.prevOutside = append(v.prevOutside, ps)
+				}
+			}
+		}
+	}
+	for _, s := range w.origins[v.nCur:] {
+		if i, ok := mw.pos[s.name]; ok {
+			v.cur[i] = s
+			continue
+		}
+		v.outside = append(v.outside, s)
+		v.prevOutside = slices.DeleteFunc(v.prevOutside, func(ps *originState) bool { return ps.name == s.name })
+	}
+	v.nCur = len(w.origins)
+	return v
 }
 
 type originState struct {
@@ -259,22 +332,23 @@ func (o *originState) total() int64 { return o.base + o.own }
 // capNow is the most the origin may admit before it hears from this owner
 // again: the cap it holds. Until it acknowledges the answer that carried
 // the last grant, that is the larger of the grant and the cap it last
-// reported holding; once it has, the grant. The lock must be held.
-func (o *Owner) capNow(s *originState) int64 {
-	if o.received(s) {
+// reported holding; once it has, the grant. c is the origin's contact
+// record (o.contacts[s.name]). The lock must be held.
+func (o *Owner) capNow(s *originState, c *contact) int64 {
+	if o.received(s, c) {
 		return s.given
 	}
-	c := s.held
-	if s.hasGiven && s.given > c {
-		c = s.given
+	held := s.held
+	if s.hasGiven && s.given > held {
+		held = s.given
 	}
-	return c
+	return held
 }
 
 // carries reports whether the origin may hold a cap that carries into the
 // next window. The lock must be held.
-func (o *Owner) carries(s *originState) bool {
-	if o.received(s) {
+func (o *Owner) carries(s *originState, c *contact) bool {
+	if o.received(s, c) {
 		return s.carry
 	}
 	return s.carry || s.heldCarry
@@ -282,23 +356,24 @@ func (o *Owner) carries(s *originState) bool {
 
 // received reports whether the origin acknowledged the answer that carried
 // its last grant. The lock must be held.
-func (o *Owner) received(s *originState) bool {
-	return o.ackedSince(s, s.givenSeq)
+func (o *Owner) received(s *originState, c *contact) bool {
+	return o.ackedSince(s, c, s.givenSeq)
 }
 
 // holdsGrant reports whether the origin acknowledged an answer of this
 // owner that granted it a cap in the window: from then on it admits within
 // this owner's grants, not its static share. The lock must be held.
-func (o *Owner) holdsGrant(s *originState) bool { return o.ackedSince(s, s.firstSeq) }
+func (o *Owner) holdsGrant(s *originState, c *contact) bool {
+	return o.ackedSince(s, c, s.firstSeq)
+}
 
 // ackedSince reports whether the origin, given a grant in the window,
 // acknowledged the answer numbered seq or a later one (this owner's own
 // grants arrive at once). The lock must be held.
-func (o *Owner) ackedSince(s *originState, seq uint64) bool {
+func (o *Owner) ackedSince(s *originState, c *contact, seq uint64) bool {
 	if !s.hasGiven || s.name == o.cfg.Self {
 		return s.hasGiven
 	}
-	c := o.contacts[s.name]
 	return c != nil && c.ackSeq >= seq && c.ackSeq-seq < 1<<62
 }
 
@@ -346,6 +421,12 @@ func (o *Owner) SetMembers(now time.Time, alive []string, gone map[string]int64)
 		}
 	}
 	sort.Strings(m.sorted)
+	m.index = make(map[string]int, len(m.sorted))
+	m.isAlive = make([]bool, len(m.sorted))
+	for i, name := range m.sorted {
+		m.index[name] = i
+		m.isAlive[i] = m.alive[name]
+	}
 	o.mu.Lock()
 	m.changedAt = o.members.changedAt
 	if !maps.Equal(m.alive, o.members.alive) {
@@ -354,6 +435,10 @@ func (o *Owner) SetMembers(now time.Time, alive []string, gone map[string]int64)
 	o.members = m
 	o.view = ViewDigest(alive)
 	o.seeMembers(now.UnixNano(), alive)
+	o.members.contact = make([]*contact, len(m.sorted))
+	for i, name := range m.sorted {
+		o.members.contact[i] = o.contacts[name]
+	}
 	o.mu.Unlock()
 }
 

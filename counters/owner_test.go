@@ -347,7 +347,7 @@ func TestFairShareIsExact(t *testing.T) {
 		os := mk(tc.rates...)
 		var sum int64
 		for i := range os {
-			got := fairShare(tc.free, os, os[i], 1, 1)
+			got := fairShare(tc.free, os, os[i], 1, 1, &grantScratch{})
 			sum += got
 			if got != tc.want[i] {
 				t.Errorf("fairShare(%d, %v)[%d] = %d, want %d", tc.free, tc.rates, i, got, tc.want[i])
