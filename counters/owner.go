@@ -234,6 +234,8 @@ type ownerWindow struct {
 	origins   []*originState          // one per instance that reported
 	byName    map[string]*originState // origins by name, once there are more than originsScan
 	view      *windowView             // see aligned
+	counted   int64                   // the origins' cumulative counts added up (sum)
+	snaps     int                     // how many origins have a predecessor's knowledge (snapFrom)
 }
 
 // windowView aligns a window's origins with the members that may spend in
@@ -474,6 +476,7 @@ func (o *Owner) Report(now time.Time, origin string, incarnation uint64, r *Repo
 	fresh := w.find(origin) == nil
 	st := w.origin(origin)
 
+	before := st.total()
 	switch {
 	case incarnation > st.incarnation:
 		st.base += st.own
@@ -482,6 +485,7 @@ func (o *Owner) Report(now time.Time, origin string, incarnation uint64, r *Repo
 	case incarnation == st.incarnation && r.Own > st.own:
 		st.own = r.Own
 	}
+	w.counted += st.total() - before
 	stale := incarnation < st.incarnation
 	if !stale {
 		// The demand rate since the previous report (on a first report in
@@ -510,6 +514,9 @@ func (o *Owner) Report(now time.Time, origin string, incarnation uint64, r *Repo
 		// no history of in this window: an owner that kept its per-origin
 		// counts (say, through a partition and its heal) needs none.
 		if o.foreign(r.KnownFrom, r.KnownFromIncarnation) && (fresh || st.snapFrom != "") {
+			if st.snapFrom == "" {
+				w.snaps++
+			}
 			st.snapOthers, st.snapOwn = r.KnownGlobal-r.KnownAcked, r.KnownAcked
 			st.snapFrom, st.snapInc = r.KnownFrom, r.KnownFromIncarnation
 		}
@@ -576,7 +583,7 @@ func (w *ownerWindow) find(name string) *originState {
 
 // total is the window's global count: the sum of the origins' cumulative
 // counts, plus the counts only a predecessor owner saw.
-func (w *ownerWindow) total() int64 { return w.sum() + w.hidden() }
+func (w *ownerWindow) total() int64 { return w.counted + w.hidden() }
 
 // hidden estimates the counts of origins that reported to a previous owner
 // and will never report here (they left or crashed). An origin o that last
@@ -588,6 +595,9 @@ func (w *ownerWindow) total() int64 { return w.sum() + w.hidden() }
 // kept. Only knowledge from another owner is used, so this owner's own
 // answers never feed back into it.
 func (w *ownerWindow) hidden() int64 {
+	if w.snaps == 0 {
+		return 0
+	}
 	var snapOwn int64
 	for _, x := range w.origins {
 		snapOwn += x.snapOwn

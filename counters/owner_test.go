@@ -1,6 +1,7 @@
 package counters
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -422,5 +423,35 @@ func TestOwnerLongWindowFollowsDemand(t *testing.T) {
 	if c.cap < limit*8/10 || a.cap+b.cap+c.cap > limit {
 		t.Errorf("after the burst: caps %d %d %d (own %d %d %d), want most of %d for c, within the limit",
 			a.cap, b.cap, c.cap, a.own, b.own, c.own, limit)
+	}
+}
+
+// TestOwnerKeepsItsSum: the running sum an owner keeps per window (what
+// Global answers) always equals the origins' cumulative counts added up,
+// through increases, stale and duplicated reports and restarts.
+func TestOwnerKeepsItsSum(t *testing.T) {
+	o := NewOwner(OwnerConfig{Lease: true, Self: "o"})
+	names := []string{"a", "b", "o"}
+	o.SetMembers(base, names, nil)
+	k := ownerKey()
+	rng := rand.New(rand.NewPCG(1, 2))
+	own := map[string]int64{}
+	inc := map[string]uint64{"a": 1, "b": 1, "o": 1}
+	for step := range 2000 {
+		m := names[rng.IntN(len(names))]
+		switch rng.IntN(10) {
+		case 0: // a restart: counts from zero again
+			inc[m]++
+			own[m] = 0
+		case 1: // a stale report: an older count
+			own[m] = max(0, own[m]-rng.Int64N(3))
+		default:
+			own[m] += rng.Int64N(5)
+		}
+		o.Report(base.Add(time.Duration(step)*time.Millisecond), m, inc[m], &Report{Key: k, Threshold: 1 << 30, Own: own[m], Demand: 1})
+		w := o.windows[k]
+		if w.counted != w.sum() {
+			t.Fatalf("step %d: running sum %d, origins add up to %d", step, w.counted, w.sum())
+		}
 	}
 }
