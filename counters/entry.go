@@ -142,7 +142,12 @@ func (e *Entry) advance(now int64, t *Table) bool {
 		if p := &e.prev; p.HasGrant && p.Carry {
 			if carry, _ := t.contactWith(e.hash, start); carry {
 				next.Granted, next.HasGrant, next.GrantedAt = p.Granted, true, p.GrantedAt
-				next.Informed = true // the owner let it carry knowing this instance's demand
+				// The owner let it carry knowing this instance's demand; what
+				// it said may still come in the window that ended (Spare)
+				// says whether more may come in this one too: under overload
+				// nothing does, and a request beyond the grant is refused at
+				// once; otherwise it asks (it is pending).
+				next.Informed, next.Spare = true, p.Spare
 				next.GrantFrom, next.GrantFromIncarnation = p.GrantFrom, p.GrantFromIncarnation
 				next.Epoch = p.Epoch
 			}

@@ -254,3 +254,31 @@ func TestAdvanceCarriedMovesOnlyCarriedLeases(t *testing.T) {
 		t.Fatalf("AdvanceCarried extended the series' life")
 	}
 }
+
+// TestCarriedGrantAsksWhenMoreMayCome: a carried grant spent in the new
+// window leads to a request that asks (pending) when the owner's last word
+// was that more may come (Spare > 0), and to a refusal when it was not
+// (overload). Found by the explorer: sparse tenants on 1 s tiers were
+// refused their second request of a window with most of the limit unused.
+func TestCarriedGrantAsksWhenMoreMayCome(t *testing.T) {
+	for _, tc := range []struct {
+		spare       int64
+		wantPending bool
+	}{{spare: 3, wantPending: true}, {spare: 0, wantPending: false}} {
+		tb := newTable(t, Lease{})
+		l := Limit{Tenant: "a", Endpoint: "/p", Method: "GET", Period: 10 * time.Second, Threshold: 100}
+		tb.Take(base, []Limit{l}, 0)
+		e := tb.Get("a", "/p", "GET", 10*time.Second)
+		e.Lock()
+		e.cur.Granted, e.cur.HasGrant, e.cur.Carry, e.cur.GlobalAt = 1, true, true, 1
+		e.cur.Informed, e.cur.Spare = true, tc.spare
+		e.Unlock()
+		if d, _ := tb.Take(at(10*time.Second), []Limit{l}, 1); !d.Allowed {
+			t.Fatalf("spare %d: first request on the carried grant: %+v, want admitted", tc.spare, d)
+		}
+		d, _ := tb.Take(at(11*time.Second), []Limit{l}, 1)
+		if d.Allowed || d.Pending != tc.wantPending {
+			t.Fatalf("spare %d: beyond the carried grant: %+v, want pending %v", tc.spare, d, tc.wantPending)
+		}
+	}
+}
