@@ -116,11 +116,11 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	// Another owner granted caps in this window if a member reports holding
 	// one: this owner took the window over (or the membership was split).
 	pool := w.threshold
-	inherited := w.inherited
+	inherited, kept := w.inherited, w.kept
 	for _, s := range w.origins {
 		if s.hasForeign {
 			pool -= s.foreignCap
-			inherited = true
+			inherited, kept = true, false
 		}
 	}
 	var silent int64  // reserves of the members in view that have not reported here
@@ -191,9 +191,11 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		default:
 			silent += max(carried, e, static)
 			// Another owner may have granted it a cap in this window if it
-			// lost contact during the window, or has not sent a batch
-			// under this owner's view since the membership changed.
-			if inherited && ((!inContact && static == 0) || (inContact && !o.synced(m, cr))) {
+			// lost contact during the window (unless this owner owned the
+			// series in all its views since the window began), or has not
+			// sent a batch under this owner's view since the membership
+			// changed (its view, which may name another owner, differs).
+			if inherited && ((!inContact && static == 0 && !kept) || (inContact && !o.synced(m, cr))) {
 				unknown = true
 				settling = settling || inContact
 			}

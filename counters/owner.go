@@ -164,6 +164,10 @@ type Owner struct {
 	contacts map[string]*contact
 	view     uint64 // ViewDigest of the alive members
 	majority bool   // this owner reaches a majority (SetMajority)
+	// ownership holds the views this owner held recently, newest last:
+	// from when each held, and whether it made this owner the owner of a
+	// series (by its hash). See SetOwnership.
+	ownership []ownView
 	dropped  uint64
 	scratch  grantScratch
 }
@@ -231,6 +235,11 @@ type ownerWindow struct {
 	// members report. A member reporting a cap another owner granted in the
 	// window says the same (see grant).
 	inherited bool
+	// kept says this owner owned the window's series in every membership
+	// view it held since Settle before the window began (SetOwnership): no
+	// other owner can have granted caps in the window then, whatever the
+	// membership change that made it inherited.
+	kept bool
 	origins   []*originState          // one per instance that reported
 	byName    map[string]*originState // origins by name, once there are more than originsScan
 	view      *windowView             // see aligned
@@ -444,6 +453,49 @@ func (o *Owner) SetMembers(now time.Time, alive []string, gone map[string]int64)
 	o.mu.Unlock()
 }
 
+// ownView is one membership view an owner held from a time on, and what it
+// owned in it.
+type ownView struct {
+	from int64
+	owns func(seriesHash uint64) bool
+}
+
+// ownViews bounds the views an owner remembers for ownedSince. A window
+// whose start (less Settle) is older than the oldest is treated as not
+// kept, as if there were no history.
+const ownViews = 32
+
+// SetOwnership tells the owner, at now, which series it owns from now on
+// in its membership view (owns takes a series hash, Key.SeriesHash). Call
+// it after each SetMembers. An owner that owned a series in every view it
+// held through a membership change in a window knows that no other owner
+// granted caps in that window, so a member it lost contact with during the
+// window holds no more than what this owner gave it (see grant). Without
+// it, every window that a membership change overlaps counts as taken over.
+func (o *Owner) SetOwnership(now time.Time, owns func(seriesHash uint64) bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.ownership) >= ownViews {
+		o.ownership = slices.Delete(o.ownership, 0, len(o.ownership)-ownViews+1)
+	}
+	o.ownership = append(o.ownership, ownView{from: now.UnixNano(), owns: owns})
+}
+
+// ownedSince reports whether this owner owned the series in every view it
+// held at some time from since (Unix ns) until now. The lock must be held.
+func (o *Owner) ownedSince(hash uint64, since int64) bool {
+	for i := len(o.ownership) - 1; i >= 0; i-- {
+		v := o.ownership[i]
+		if !v.owns(hash) {
+			return false
+		}
+		if v.from <= since {
+			return true // this view held at since: nothing older matters
+		}
+	}
+	return false // no view known at since
+}
+
 // SetMajority tells the owner whether its node reaches a majority of the
 // members it knew recently (the majority rule, OwnerConfig.Majority): only
 // then does it take back the budget of the members it cannot reach.
@@ -469,6 +521,9 @@ func (o *Owner) Report(now time.Time, origin string, incarnation uint64, r *Repo
 			expires:   r.Key.WindowStart + 2*int64(r.Key.Period) + int64(o.cfg.Grace),
 			created:   nowNs,
 			inherited: o.members.changedAt > r.Key.WindowStart-int64(o.cfg.Settle),
+		}
+		if w.inherited {
+			w.kept = o.ownedSince(r.Key.SeriesHash(), r.Key.WindowStart-int64(o.cfg.Settle))
 		}
 		o.windows[r.Key] = w
 	}

@@ -455,3 +455,47 @@ func TestOwnerKeepsItsSum(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnerThatKeptTheSeriesGrantsThroughALoss: b stops answering 3 s into
+// a window and the membership drops it at 5 s; a asks for budget at 6 s.
+// An owner that owned the series in every view it held since the window
+// began knows that no other owner granted b anything there, and gives a
+// the budget; one that cannot tell (no ownership known, or the series was
+// another member's before the change) must assume b holds what another
+// owner could have given it, the whole limit, and gives a nothing. The
+// explorer's split-view-window scenario is this case on both sides.
+func TestOwnerThatKeptTheSeriesGrantsThroughALoss(t *testing.T) {
+	mine := func(uint64) bool { return true }
+	theirs := func(uint64) bool { return false }
+	for _, tc := range []struct {
+		name      string
+		before    func(uint64) bool // ownership in the view before the loss (nil: not told)
+		wantGrant bool
+	}{
+		{"owned throughout", mine, true},
+		{"ownership not known", nil, false},
+		{"taken over at the loss", theirs, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOwner(OwnerConfig{Lease: true, Self: "o"})
+			o.SetMembers(at(-5*time.Second), []string{"o", "a", "b"}, nil)
+			if tc.before != nil {
+				o.SetOwnership(at(-5*time.Second), tc.before)
+			}
+			ms := members("a", "b")
+			beat(o, -5*time.Second, 3*time.Second, ms["a"], ms["b"])
+			beat(o, 3*time.Second, 6*time.Second, ms["a"])
+			o.SetMembers(at(5*time.Second), []string{"o", "a"}, map[string]int64{"b": at(5 * time.Second).UnixNano()})
+			if tc.before != nil {
+				o.SetOwnership(at(5*time.Second), mine)
+			}
+			a := ms["a"].sync(o, at(6*time.Second), ownerKey(), 100, 20)
+			if got := a.HasGrant && a.Grant > 0; got != tc.wantGrant {
+				t.Fatalf("a's answer %+v: granted %v, want %v", a, got, tc.wantGrant)
+			}
+			if tc.wantGrant && a.Grant < 50 {
+				t.Fatalf("a's grant %d: nothing is reserved for b (lost mid-window, it held nothing), want most of 100", a.Grant)
+			}
+		})
+	}
+}

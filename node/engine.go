@@ -313,6 +313,8 @@ func (e *Engine) setMembers(now time.Time, alive []string) {
 	e.ring.Set(a)
 	e.table.SetShare(len(recent), slices.Index(recent, e.cfg.Name))
 	e.owner.SetMembers(now, a, gone)
+	owner, self := e.ring.OwnerFunc(), e.cfg.Name
+	e.owner.SetOwnership(now, func(h uint64) bool { o, _ := owner(h); return o == self })
 	e.view.Store(counters.ViewDigest(a))
 	e.updateLinks(nowNs, a, gone)
 	// Publish the view last, so that whoever sees it also sees its ring.

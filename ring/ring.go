@@ -83,6 +83,19 @@ func (r *Ring) Owner(keyHash uint64) (string, bool) {
 	return owners[keyHash%uint64(len(owners))], true
 }
 
+// OwnerFunc returns the current ownership as a function: it answers as
+// Owner does for the ring as it is now, and keeps doing so after later
+// calls to Set (it holds this build of the ring, which Set never changes).
+func (r *Ring) OwnerFunc() func(keyHash uint64) (string, bool) {
+	owners := r.snap.Load().owners
+	return func(keyHash uint64) (string, bool) {
+		if len(owners) == 0 {
+			return "", false
+		}
+		return owners[keyHash%uint64(len(owners))], true
+	}
+}
+
 // Locate returns the owner of key: it is Owner(xxhash.Sum64(key)), and gives
 // the same member as consistent's LocateKey(key) for the same members and
 // Config.

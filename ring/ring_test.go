@@ -433,3 +433,34 @@ func TestConcurrentSetAndOwner(t *testing.T) {
 		t.Errorf("Version() = %d after %d Set calls, want 1..%d", v, rebuilds, rebuilds+1)
 	}
 }
+
+// TestOwnerFuncKeepsItsBuild: an OwnerFunc answers as Owner did when it was
+// taken, after the ring has been set to other members.
+func TestOwnerFuncKeepsItsBuild(t *testing.T) {
+	r := mustNew(t, DefaultConfig(), names(3))
+	before := r.OwnerFunc()
+	rng := rand.New(rand.NewPCG(2, 2))
+	hashes := make([]uint64, 1000)
+	want := make([]string, len(hashes))
+	for i := range hashes {
+		hashes[i] = rng.Uint64()
+		want[i], _ = r.Owner(hashes[i])
+	}
+	r.Set(names(5))
+	moved := 0
+	for i, h := range hashes {
+		if got, ok := before(h); got != want[i] || !ok {
+			t.Fatalf("hash %d: OwnerFunc = %q, %v after Set, want %q", h, got, ok, want[i])
+		}
+		if now, _ := r.Owner(h); now != want[i] {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no key moved to the new members: the test shows nothing")
+	}
+	empty, _ := New(DefaultConfig())
+	if got, ok := empty.OwnerFunc()(1); got != "" || ok {
+		t.Fatalf("empty ring: OwnerFunc = %q, %v", got, ok)
+	}
+}
