@@ -168,8 +168,8 @@ type Owner struct {
 	// from when each held, and whether it made this owner the owner of a
 	// series (by its hash). See SetOwnership.
 	ownership []ownView
-	dropped  uint64
-	scratch  grantScratch
+	dropped   uint64
+	scratch   grantScratch
 }
 
 type ownerMembers struct {
@@ -239,12 +239,12 @@ type ownerWindow struct {
 	// view it held since Settle before the window began (SetOwnership): no
 	// other owner can have granted caps in the window then, whatever the
 	// membership change that made it inherited.
-	kept bool
-	origins   []*originState          // one per instance that reported
-	byName    map[string]*originState // origins by name, once there are more than originsScan
-	view      *windowView             // see aligned
-	counted   int64                   // the origins' cumulative counts added up (sum)
-	snaps     int                     // how many origins have a predecessor's knowledge (snapFrom)
+	kept    bool
+	origins []*originState          // one per instance that reported
+	byName  map[string]*originState // origins by name, once there are more than originsScan
+	view    *windowView             // see aligned
+	counted int64                   // the origins' cumulative counts added up (sum)
+	snaps   int                     // how many origins have a predecessor's knowledge (snapFrom)
 }
 
 // windowView aligns a window's origins with the members that may spend in
