@@ -246,11 +246,13 @@ func TestExploreDeterministic(t *testing.T) {
 
 // exploreRatchet is, for the CI's run (500 scenarios from seed 1), the
 // number of lease's windows over all classes that may miss each design
-// target: what was measured (666, 16,382 and 18,602 of 80,298 windows)
-// plus 2% for noise. A change that misses more fails TestExploreMany; one
-// that misses fewer should lower these.
+// target: what was measured (15,116 windows under the safe reference and
+// 16,790 wrongly denied of 80,298) plus 2% for noise; for overshoot, the
+// bound recorded when lease missed it in 665 windows (it now misses it in
+// 676), kept rather than raised. A change that misses more fails
+// TestExploreMany; one that misses fewer should lower these.
 var exploreRatchet = map[int][numTargets]int{
-	500: {TargetOvershoot: 679, TargetUndershootSafe: 16709, TargetWronglyDenied: 18974},
+	500: {TargetOvershoot: 679, TargetUndershootSafe: 15418, TargetWronglyDenied: 17125},
 }
 
 // TestExploreMany runs the explorer over -explore scenarios (none by
