@@ -49,8 +49,19 @@ func main() {
 	defer stop()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
+	// Here, not in run: the collector's settings are the process's, and
+	// run also runs inside tests.
+	gc, err := gcDefaults(os.Getenv, cgroupRoot)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "peerlimit: no soft memory limit set:", err)
+	}
+	gc.apply()
 	os.Exit(run(ctx, os.Args[1:], os.Getenv, hup, os.Stdout, os.Stderr))
 }
+
+// streamWorkers is the number of goroutines that serve gRPC calls of the
+// rate limit service, more than the callers a server usually has at once.
+const streamWorkers = 64
 
 // maxCheckBytes bounds the body of a JSON check.
 const maxCheckBytes = 1 << 20
@@ -209,6 +220,11 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	fs.StringVar(&o.label, "gossip-label", "", "cluster label: nodes with another label never join")
 	fs.DurationVar(&o.joinTimeout, "join-timeout", 0, "fail at start if no seed answers within this (0: run alone and keep trying)")
 	fs.BoolVar(&o.local, "local", false, "run on 127.0.0.1 (peers on OS-chosen ports, -rls-addr and -http-addr on 127.0.0.1 unless they name a host) with the fast local gossip profile (tests, trying it out)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage of peerlimit:")
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), gcUsage)
+	}
 	set := map[string]bool{}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -243,6 +259,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, hup <-c
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+	log.Info("garbage collector", gcState()...)
 	cfg, err := loadDir(o.configDir)
 	if err != nil {
 		fmt.Fprintln(stderr, "peerlimit:", err)
@@ -311,7 +328,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, hup <-c
 	}()
 
 	srv := rls.NewServer(n, cfg)
-	gs := grpc.NewServer()
+	// Long-lived stream workers: a goroutine started per call grows its
+	// stack afresh every time (runtime.newstack), a worker keeps its own.
+	// Measured with cmd/rlsbench (6 pairs): 17.6 instead of 21.9 µs of
+	// server CPU per call. When every worker is busy (calls waiting for a
+	// lease, say), a call gets its own goroutine as before, so a slow call
+	// holds none up. (Experimental in grpc-go.)
+	gs := grpc.NewServer(grpc.NumStreamWorkers(streamWorkers))
 	rlsv3.RegisterRateLimitServiceServer(gs, srv)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

@@ -191,6 +191,7 @@ func TestBadSettings(t *testing.T) {
 		{[]string{"-config-dir", dir}, nil, 1, `bad.yaml:4: descriptors[0].rate_limit.unit: "fortnight" is not a unit`},
 		{[]string{"-config-dir", dir}, map[string]string{"PEERLIMIT_GOSSIP_PORT": "many"}, 2, `PEERLIMIT_GOSSIP_PORT="many"`},
 		{[]string{"-nope"}, nil, 2, "flag provided but not defined: -nope"},
+		{[]string{"-h"}, nil, 2, "GOGC=400 unless the environment sets GOGC"},
 		{[]string{"-config-dir", dir}, map[string]string{"PEERLIMIT_POLICY": "yolo"}, 1, `bad.yaml:4`}, // the file is read first
 		{[]string{"-config-dir", t.TempDir()}, nil, 1, "no *.yaml or *.yml file"},
 		{[]string{"-config-dir", good, "-local"}, map[string]string{"PEERLIMIT_POLICY": "yolo"}, 2, "Policy"},
