@@ -4,6 +4,10 @@
 #   docker build -t peerlimit .
 #   docker run --rm -v "$PWD/config:/etc/peerlimit/config:ro" -p 8081:8081 -p 8080:8080 \
 #     -e PEERLIMIT_CONFIG_DIR=/etc/peerlimit/config peerlimit
+#
+# The binary runs Go's collector at GOGC=400 and, given a memory limit
+# (docker run --memory 512m), sets Go's soft memory limit to 90% of it;
+# GOGC and GOMEMLIMIT in the environment (-e) override either.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./

@@ -17,8 +17,9 @@
 // /proc/PID/stat (Linux).
 //
 // -peer-env sets a variable for the peerlimit processes alone: Go's
-// runtime settings, such as GOGC=400, are a deployment's to choose, and
-// the null servers keep the defaults, the floor the ratio is against.
+// runtime settings, such as GOGC=100 (cmd/peerlimit sets 400 unless told
+// otherwise), are a deployment's to choose, and the null servers keep the
+// defaults, the floor the ratio is against.
 //
 // With -nodes 3, three peerlimit processes form one cluster (and three null
 // servers stand against them); the client sends each request to the next
@@ -95,7 +96,7 @@ func parse(args []string, out io.Writer) (*options, error) {
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each closed-loop and each open-loop run")
 	fs.Float64Var(&o.rate, "rate", 5000, "open loop: requests per second")
 	fs.StringVar(&o.peerlimit, "peerlimit", "", "the cmd/peerlimit binary (default: built from this module with go build)")
-	fs.Func("peer-env", "`VAR=value` in the environment of the peerlimit processes only, such as GOGC=400 (repeatable)", func(v string) error {
+	fs.Func("peer-env", "`VAR=value` in the environment of the peerlimit processes only, such as GOGC=100 (repeatable)", func(v string) error {
 		if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
 			return fmt.Errorf("%q is not VAR=value", v)
 		}

@@ -35,8 +35,9 @@ var (
 )
 
 // serveNull serves a RateLimitService that answers OK at once on
-// 127.0.0.1, with the same gRPC server settings as cmd/peerlimit (the
-// defaults), prints its ready line, and returns when it is told to stop
+// 127.0.0.1, with gRPC's default server settings (cmd/peerlimit adds
+// stream workers: the null server is issue 19's floor, a plain gRPC
+// server), prints its ready line, and returns when it is told to stop
 // (SIGINT, SIGTERM) or its parent's end of stdin closes.
 func serveNull(stdin io.Reader, stdout io.Writer) error {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
