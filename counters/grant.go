@@ -1,9 +1,7 @@
 package counters
 
 import (
-	"cmp"
 	"math"
-	"slices"
 )
 
 // grant computes origin r's new cap on its own estimate (its count in the
@@ -347,54 +345,73 @@ func fairShare(free int64, origins []*originState, r *originState, soon, left fl
 	return first + waterFill(free-sum, needs, order, ri)
 }
 
-// waterFill splits free among the origins in order (those with demand) by
-// their needs, max-min fair, then what no one needs in equal parts, and
-// returns the part of origin ri. It sorts order.
+// waterFill splits free among the origins in order (those with demand, in
+// ascending place) by their needs, max-min fair, then what no one needs in
+// equal parts, and returns the part of origin ri. Max-min fair: each origin
+// gets its need or the water level, whichever is smaller, the level being
+// what is left over equally among those whose need is above it; the units
+// left over from the division go one each to those origins in order of
+// need, then place. Without sorting: the level is found by raising it from
+// free / len(order) until no more needs fall under it (a few passes; it
+// gives the level of a walk through the needs in increasing order, which
+// TestWaterFillMatchesSortedWalk checks), and r's turn for a left-over unit
+// is a count.
 func waterFill(free int64, needs []int64, order []int, ri int) int64 {
-	// By need, then by place: the order a stable sort gives, from a
-	// faster one (order is ascending when it arrives).
-	slices.SortFunc(order, func(a, b int) int {
-		if c := cmp.Compare(needs[a], needs[b]); c != 0 {
-			return c
-		}
-		return cmp.Compare(a, b)
-	})
-	// Water-filling in increasing need: each origin gets its need or an
-	// equal part of what is left, whichever is smaller; the units left over
-	// from the division go one each, in that order.
-	remaining, active := free, int64(len(order))
-	for j, i := range order {
-		part := remaining / active
-		if needs[i] <= part {
-			remaining -= needs[i]
-			active--
-			continue
-		}
-		// The water level: every origin from here on gets part.
-		rest := remaining - part*active
-		for jj := j; jj < len(order); jj++ {
-			if order[jj] == ri {
-				if int64(jj-j) < rest {
-					return part + 1
-				}
-				return part
+	k := int64(len(order))
+	// before reports whether origin a comes before b: by need, then place.
+	before := func(a, b int) bool { return needs[a] < needs[b] || needs[a] == needs[b] && a < b }
+	var sum int64
+	for _, i := range order {
+		sum += needs[i]
+	}
+	if sum <= free {
+		// Every need met: what is left goes to the origins with demand, in
+		// equal parts, the units left over one each in order.
+		part, rest := (free-sum)/k, (free-sum)%k
+		var turn int64
+		for _, i := range order {
+			if before(i, ri) {
+				turn++
 			}
 		}
-		return needs[ri] // r's need was met below the level
+		if turn < rest {
+			return needs[ri] + part + 1
+		}
+		return needs[ri] + part
 	}
-	// Every need met: what is left goes to the origins with demand, in equal
-	// parts, the units left over one each in order.
-	with := int64(len(order))
-	part, rest := remaining/with, remaining%with
-	for j, i := range order {
-		if i == ri {
-			if int64(j) < rest {
-				return needs[ri] + part + 1
+	// The level: every need at or under it is met, the rest share what is
+	// left equally. Some need is above it, since the needs add up to more
+	// than free.
+	level := free / k
+	var met, metSum int64
+	for {
+		met, metSum = 0, 0
+		for _, i := range order {
+			if needs[i] <= level {
+				met++
+				metSum += needs[i]
 			}
-			return needs[ri] + part
+		}
+		next := (free - metSum) / (k - met)
+		if next == level {
+			break
+		}
+		level = next
+	}
+	if needs[ri] <= level {
+		return needs[ri]
+	}
+	rest := free - metSum - level*(k-met)
+	var turn int64
+	for _, i := range order {
+		if needs[i] > level && before(i, ri) {
+			turn++
 		}
 	}
-	return needs[ri]
+	if turn < rest {
+		return level + 1
+	}
+	return level
 }
 
 // grantScratch is the slices a grant works in, kept by the owner (under

@@ -1,0 +1,99 @@
+package counters
+
+import (
+	"cmp"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// waterFillSorted is the water-filling walk through the needs in
+// increasing order (by need, then place), as waterFill computed it before
+// it stopped sorting: the reference TestWaterFillMatchesSortedWalk holds
+// waterFill to.
+func waterFillSorted(free int64, needs []int64, order []int, ri int) int64 {
+	// By need, then by place: the order a stable sort gives, from a
+	// faster one (order is ascending when it arrives).
+	slices.SortFunc(order, func(a, b int) int {
+		if c := cmp.Compare(needs[a], needs[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	// Water-filling in increasing need: each origin gets its need or an
+	// equal part of what is left, whichever is smaller; the units left over
+	// from the division go one each, in that order.
+	remaining, active := free, int64(len(order))
+	for j, i := range order {
+		part := remaining / active
+		if needs[i] <= part {
+			remaining -= needs[i]
+			active--
+			continue
+		}
+		// The water level: every origin from here on gets part.
+		rest := remaining - part*active
+		for jj := j; jj < len(order); jj++ {
+			if order[jj] == ri {
+				if int64(jj-j) < rest {
+					return part + 1
+				}
+				return part
+			}
+		}
+		return needs[ri] // r's need was met below the level
+	}
+	// Every need met: what is left goes to the origins with demand, in equal
+	// parts, the units left over one each in order.
+	with := int64(len(order))
+	part, rest := remaining/with, remaining%with
+	for j, i := range order {
+		if i == ri {
+			if int64(j) < rest {
+				return needs[ri] + part + 1
+			}
+			return needs[ri] + part
+		}
+	}
+	return needs[ri]
+}
+
+// TestWaterFillMatchesSortedWalk: over random needs (small and large, many
+// ties, some origins without demand), waterFill gives every origin the part
+// the sorted walk gives it, and the parts add up to free, or to the needs
+// plus what is left when every need is met.
+func TestWaterFillMatchesSortedWalk(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for c := range 20000 {
+		k := 1 + rng.IntN(40)
+		needs := make([]int64, k)
+		span := []int64{3, 20, 1000}[rng.IntN(3)]
+		for i := range needs {
+			if rng.IntN(5) > 0 {
+				needs[i] = rng.Int64N(span)
+			}
+		}
+		var order []int
+		for i, n := range needs {
+			if n > 0 {
+				order = append(order, i)
+			}
+		}
+		if len(order) == 0 {
+			continue
+		}
+		free := rng.Int64N(span * int64(k))
+		var total int64
+		for _, ri := range order {
+			got := waterFill(free, needs, slices.Clone(order), ri)
+			want := waterFillSorted(free, needs, slices.Clone(order), ri)
+			if got != want {
+				t.Fatalf("case %d: free %d needs %v: origin %d gets %d, the sorted walk %d", c, free, needs, ri, got, want)
+			}
+			total += got
+		}
+		if total != free {
+			t.Fatalf("case %d: free %d needs %v: parts add up to %d", c, free, needs, total)
+		}
+	}
+}
