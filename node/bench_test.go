@@ -2,11 +2,13 @@ package node
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/peerlimit/peerlimit/counters"
+	"github.com/peerlimit/peerlimit/peerpb"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -46,42 +48,85 @@ func BenchmarkAllow(b *testing.B) {
 }
 
 // BenchmarkSyncCost measures one sync interval of one instance of a 3-node
-// cluster (in memory, no network) with a number of active keys: the calls
-// it makes and the bytes it sends, and the time to prepare, answer and
-// apply them.
+// cluster (in memory, no network) with a number of active keys, end to end
+// through the wire encoding: the instance prepares its batches, each
+// request is marshalled and unmarshalled (as the gRPC codec does), answered
+// by its owner, the answer marshalled and unmarshalled, and applied. It
+// reports the calls, the bytes of requests and answers per remote key, and
+// the allocations and heap bytes per key (every key: a third are the
+// instance's own, merged without a call). keys=1000000 is skipped with
+// -short.
 func BenchmarkSyncCost(b *testing.B) {
-	for _, keys := range []int{10, 1000, 100_000} {
+	for _, keys := range []int{10, 1000, 100_000, 1_000_000} {
 		b.Run("keys="+strconv.Itoa(keys), func(b *testing.B) {
-			c := newCluster(b, 3, PolicyLease)
+			if keys > 100_000 && testing.Short() {
+				b.Skip("a million keys: skipped with -short")
+			}
+			c := newClusterWith(b, 3, func(cfg *EngineConfig) {
+				cfg.Policy = PolicyLease
+				cfg.Table.MaxEntries = max(cfg.Table.MaxEntries, keys)
+				cfg.OwnerWindows = max(200_000, 2*keys)
+			})
 			e := c.engines["n0"]
 			limits := make([][]counters.Limit, keys)
 			for i := range limits {
 				limits[i] = []counters.Limit{{Tenant: "org-" + strconv.Itoa(i), Endpoint: "/v1/p/*", Method: "GET", Period: 10 * time.Second, Threshold: 1 << 40}}
 			}
 			now := t0.Add(time.Second)
-			var calls, bytes, reports int
+			var calls, reqBytes, respBytes, remote int
+			var mallocs, heap uint64
+			var ms runtime.MemStats
 			b.ResetTimer()
 			for b.Loop() {
 				b.StopTimer()
 				for _, l := range limits { // every key active in the interval
 					e.Take(now, l, 1)
 				}
+				runtime.ReadMemStats(&ms)
+				m0, h0 := ms.Mallocs, ms.TotalAlloc
 				b.StartTimer()
-				calls, bytes, reports = 0, 0, 0
+				calls, reqBytes, respBytes, remote = 0, 0, 0, 0
 				for _, bt := range e.Prepare(now) {
 					calls++
-					bytes += proto.Size(bt.Req)
-					reports += len(bt.Req.Reports)
-					resp, err := c.engines[bt.Owner].Handle(now, bt.Req)
+					remote += bt.Len()
+					wire, err := proto.Marshal(bt.Req)
 					if err != nil {
 						b.Fatal(err)
 					}
-					e.Apply(now, bt, resp)
+					reqBytes += len(wire)
+					var req peerpb.SyncRequest
+					if err := proto.Unmarshal(wire, &req); err != nil {
+						b.Fatal(err)
+					}
+					resp, err := c.engines[bt.Owner].Handle(now, &req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if wire, err = proto.Marshal(resp); err != nil {
+						b.Fatal(err)
+					}
+					respBytes += len(wire)
+					var back peerpb.SyncResponse
+					if err := proto.Unmarshal(wire, &back); err != nil {
+						b.Fatal(err)
+					}
+					if err := e.Apply(now, bt, &back); err != nil {
+						b.Fatal(err)
+					}
 				}
+				b.StopTimer()
+				runtime.ReadMemStats(&ms)
+				mallocs += ms.Mallocs - m0
+				heap += ms.TotalAlloc - h0
+				b.StartTimer()
+				now = now.Add(200 * time.Millisecond)
 			}
 			b.ReportMetric(float64(calls), "calls/interval")
-			b.ReportMetric(float64(bytes), "bytes/interval")
-			b.ReportMetric(float64(reports), "remote-keys/interval")
+			b.ReportMetric(float64(reqBytes)/float64(max(remote, 1)), "req-B/remote-key")
+			b.ReportMetric(float64(respBytes)/float64(max(remote, 1)), "resp-B/remote-key")
+			b.ReportMetric(float64(remote), "remote-keys/interval")
+			b.ReportMetric(float64(mallocs)/float64(b.N)/float64(keys), "allocs/key")
+			b.ReportMetric(float64(heap)/float64(b.N)/float64(keys), "heap-B/key")
 		})
 	}
 }

@@ -383,6 +383,9 @@ type Batch struct {
 	refs  []ref
 }
 
+// Len returns the number of windows the batch reports.
+func (b *Batch) Len() int { return len(b.refs) }
+
 type ref struct {
 	e      *counters.Entry
 	start  int64

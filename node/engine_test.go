@@ -20,10 +20,18 @@ type cluster struct {
 }
 
 func newCluster(t testing.TB, n int, p Policy) *cluster {
+	return newClusterWith(t, n, func(cfg *EngineConfig) { cfg.Policy = p })
+}
+
+// newClusterWith is newCluster with each engine's config changed by mod
+// (named n0, n1, ..., incarnation 1 unless mod says otherwise).
+func newClusterWith(t testing.TB, n int, mod func(*EngineConfig)) *cluster {
 	c := &cluster{t: t, engines: map[string]*Engine{}, cut: map[[2]string]bool{}}
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("n%d", i)
-		e, err := NewEngine(EngineConfig{Name: name, Incarnation: 1, Policy: p, Table: counters.DefaultConfig(), Ring: ringDefault()})
+		cfg := EngineConfig{Name: name, Incarnation: 1, Table: counters.DefaultConfig(), Ring: ringDefault()}
+		mod(&cfg)
+		e, err := NewEngine(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
