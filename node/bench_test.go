@@ -66,6 +66,7 @@ func BenchmarkSyncCost(b *testing.B) {
 				cfg.Policy = PolicyLease
 				cfg.Table.MaxEntries = max(cfg.Table.MaxEntries, keys)
 				cfg.OwnerWindows = max(200_000, 2*keys)
+				cfg.MaxBatch = max(100_000, keys) // every key, every interval
 			})
 			e := c.engines["n0"]
 			limits := make([][]counters.Limit, keys)
