@@ -84,11 +84,14 @@ type Entry struct {
 	period                   int64
 
 	threshold int64
-	alg       Algorithm
 	cur, prev Slot
+	alg       Algorithm
 	dead      bool // removed from the table; a Take that sees it retries
 	quiet     bool // moved into cur by the sync (AdvanceCarried), life not yet extended
 	asking    bool // in the table's asking list (a decision was pending)
+	// wire is opaque to this package (see WireIndex); it fills what would
+	// be padding after the flags above.
+	wire uint32
 
 	lastUsed  atomic.Int64 // Unix ns of the last Take, for eviction
 	expiresAt atomic.Int64 // Unix ns after which the entry is of no use
@@ -256,6 +259,15 @@ func (e *Entry) Slot(start int64) *Slot {
 	}
 	return nil
 }
+
+// WireIndex and SetWireIndex hold a number opaque to this package: the node
+// records in it where the series stands in the dictionary of keys it
+// shares with the series' owner, which spares a map lookup per series and
+// interval. Call them with the entry locked. Zero until set.
+func (e *Entry) WireIndex() uint32 { return e.wire }
+
+// SetWireIndex sets what WireIndex returns.
+func (e *Entry) SetWireIndex(i uint32) { e.wire = i }
 
 // Threshold and Algorithm return the tier settings last seen by a Take. The
 // entry must be locked.

@@ -135,6 +135,15 @@ type Engine struct {
 	// minority is when this member could not reach a majority (the
 	// majority rule), newest last; installed is what the table has.
 	minority, installed []counters.MinoritySpan
+
+	// The key dictionaries of the packed encoding (wire.go): this
+	// member's, one per receiver, and the origins', as received.
+	wireMu   sync.Mutex
+	dicts    map[string]*sendDict
+	sessions uint32 // the last session number given
+	resyncs  atomic.Uint64
+	recvMu   sync.Mutex
+	recv     map[string]*recvDict
 }
 
 // link is this member's side of its contact with one other member as an
@@ -204,6 +213,8 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		contact:  contact,
 		lastSeen: map[string]int64{},
 		departed: map[string]bool{},
+		dicts:    map[string]*sendDict{},
+		recv:     map[string]*recvDict{},
 	}
 	e.links.Store(&map[string]*link{})
 	tb.SetContact(e.contactWith)
@@ -317,6 +328,7 @@ func (e *Engine) setMembers(now time.Time, alive []string) {
 	e.owner.SetOwnership(now, func(h uint64) bool { o, _ := owner(h); return o == self })
 	e.view.Store(counters.ViewDigest(a))
 	e.updateLinks(nowNs, a, gone)
+	e.pruneDicts(a, gone)
 	// Publish the view last, so that whoever sees it also sees its ring.
 	e.mu.Lock()
 	e.alive = a
@@ -381,7 +393,13 @@ type Batch struct {
 	Owner string
 	Req   *peerpb.SyncRequest
 	refs  []ref
+	enc   *encoder // the packed form (nil for a store, or no reports)
 }
+
+// Resyncs returns how many batches owners refused for want of dictionary
+// entries (a receiver that restarted unseen, or lost its dictionary): each
+// cost its counts one interval's delay, never a count.
+func (e *Engine) Resyncs() uint64 { return e.resyncs.Load() }
 
 // Len returns the number of windows the batch reports.
 func (b *Batch) Len() int { return len(b.refs) }
@@ -434,6 +452,13 @@ func (e *Engine) Handoff(now time.Time) []*Batch {
 		return nil
 	}
 	after.Set(others)
+	// Every batch defines its keys afresh (a new session each), so that
+	// no receiver can miss a definition: there is no next interval.
+	e.wireMu.Lock()
+	for _, m := range others {
+		e.newDict(m)
+	}
+	e.wireMu.Unlock()
 	bs := e.prepare(now, after.Owner, 0, true, false, e.table.Range)
 	has := map[string]bool{}
 	for _, b := range bs {
@@ -464,6 +489,13 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 	byOwner := map[string]*Batch{}
 	var local []ref
 	var localReps []counters.Report
+	if e.cfg.Central == "" {
+		// The dictionaries stay as this round leaves them until it is done.
+		e.wireMu.Lock()
+		defer e.wireMu.Unlock()
+		local = make([]ref, 0, perOwner)
+		localReps = make([]counters.Report, 0, perOwner)
+	}
 	each(func(en *counters.Entry) bool {
 		owner, ok := e.cfg.Central, true
 		if owner == "" {
@@ -496,11 +528,22 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 				if b == nil {
 					b = &Batch{Owner: owner, Req: &peerpb.SyncRequest{Origin: e.cfg.Name, Incarnation: e.cfg.Incarnation}}
 					b.refs = make([]ref, 0, perOwner)
-					b.Req.Reports = make([]*peerpb.Report, 0, perOwner)
+					if e.cfg.Central == "" {
+						b.enc = e.newEncoder(owner, nowNs, perOwner)
+					} else {
+						b.Req.Reports = make([]*peerpb.Report, 0, perOwner)
+					}
 					byOwner[owner] = b
 				}
 				if len(b.refs) >= e.cfg.MaxBatch {
 					continue // waits for the next interval
+				}
+			}
+			var wi int64 // the series' index in the owner's dictionary
+			if b != nil && b.enc != nil {
+				var ok bool
+				if wi, ok = b.enc.index(en); !ok {
+					continue // its definition waits for the next interval
 				}
 			}
 			// The cap this member may reach without asking: its grant, or
@@ -541,7 +584,11 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 				continue
 			}
 			b.refs = append(b.refs, r)
-			b.Req.Reports = append(b.Req.Reports, toWire(&rep))
+			if b.enc != nil {
+				b.enc.add(wi, &rep)
+			} else {
+				b.Req.Reports = append(b.Req.Reports, toWire(&rep))
+			}
 		}
 		return true
 	})
@@ -568,6 +615,9 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 	}
 	out := make([]*Batch, 0, len(byOwner))
 	for _, b := range byOwner {
+		if b.enc != nil {
+			b.enc.finish(b.Req)
+		}
 		b.Req.View = view
 		if l := links[b.Owner]; l != nil {
 			b.Req.Ack = l.ack.Load()
@@ -585,6 +635,9 @@ func key(en *counters.Entry, start int64) counters.Key {
 
 // Apply records an owner's answer to a batch.
 func (e *Engine) Apply(now time.Time, b *Batch, resp *peerpb.SyncResponse) error {
+	if b.enc != nil && resp != nil {
+		return e.applyPacked(now, b, resp)
+	}
 	if resp == nil || len(resp.Totals) != len(b.refs) {
 		e.Fail(now, b)
 		return fmt.Errorf("node: owner %s answered %d totals for %d reports", b.Owner, len(resp.GetTotals()), len(b.refs))
@@ -645,6 +698,16 @@ func (e *Engine) Fail(now time.Time, b *Batch) {
 func (e *Engine) Handle(now time.Time, req *peerpb.SyncRequest) (*peerpb.SyncResponse, error) {
 	if err := e.validate(req); err != nil {
 		return nil, err
+	}
+	if req.Session != 0 || req.PackedCount != 0 || len(req.Packed) > 0 || len(req.Dict) > 0 {
+		resp, err := e.handlePacked(now, req)
+		if err != nil || resp.Resync != 0 {
+			return resp, err
+		}
+		if req.Leaving && req.Origin != e.cfg.Name {
+			e.depart(now, req.Origin)
+		}
+		return resp, nil
 	}
 	resp := &peerpb.SyncResponse{Totals: make([]*peerpb.Total, len(req.Reports)), Incarnation: e.cfg.Incarnation}
 	resp.Seq = e.owner.Hello(now, req.Origin, req.Ack, req.View)

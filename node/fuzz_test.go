@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -84,6 +85,98 @@ func FuzzAuthEnvelope(f *testing.F) {
 		}
 		if err := a.verifyResponse([]byte(tag), &peerpb.SyncResponse{}, tag); err == nil {
 			t.Fatalf("answer tag %q verified", tag)
+		}
+	})
+}
+
+// FuzzPackedSync feeds the bytes of a Sync request in the packed form to
+// an owner that already holds a dictionary of the sender's (session 1, a
+// few series): protobuf decoding, then Engine.Handle. Nothing may panic; a
+// refused batch, or one answered resync, leaves the owner's windows and
+// the dictionary as they were; an accepted one gets one packed total per
+// report.
+func FuzzPackedSync(f *testing.F) {
+	setup := func(tb testing.TB) (owner, sender *Engine, first *peerpb.SyncRequest) {
+		mk := func(name string) *Engine {
+			e, err := NewEngine(EngineConfig{Name: name, Incarnation: 1, Policy: PolicyLease, Table: counters.DefaultConfig(), Ring: ringDefault(), MaxBatch: 64})
+			if err != nil {
+				tb.Fatal(err)
+			}
+			e.SetMembers(t0, []string{"n0", "n1"})
+			return e
+		}
+		owner, sender = mk("n0"), mk("n1")
+		now := t0.Add(time.Second)
+		for i := 0; i < 12; i++ {
+			l := []counters.Limit{{Tenant: fmt.Sprintf("t%d", i), Endpoint: "/p", Method: "GET", Period: 10 * time.Second, Threshold: 100, Algorithm: counters.Algorithm(i % 2)}}
+			sender.Take(now, l, int64(i+1))
+		}
+		bs := sender.Prepare(now)
+		for _, b := range bs {
+			if b.Owner != "n0" {
+				continue
+			}
+			resp, err := owner.Handle(now, b.Req)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			if err := sender.Apply(now, b, resp); err != nil {
+				tb.Fatal(err)
+			}
+			first = b.Req
+		}
+		if first == nil || first.PackedCount == 0 {
+			tb.Fatal("no packed batch to n0")
+		}
+		return owner, sender, first
+	}
+	_, sender, first := setup(f)
+	seed := func(m proto.Message) {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	seed(first) // its definitions again (base 0)
+	now := t0.Add(1200 * time.Millisecond)
+	for i := 12; i < 15; i++ {
+		sender.Take(now, []counters.Limit{{Tenant: fmt.Sprintf("t%d", i), Endpoint: "/q", Method: "PUT", Period: time.Second, Threshold: 5}}, 1)
+	}
+	for _, b := range sender.Prepare(now) {
+		if b.Owner == "n0" {
+			seed(b.Req) // known series by index, new ones defined
+		}
+	}
+	f.Add([]byte{0x38, 0x01, 0x40, 0x05})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var req peerpb.SyncRequest
+		if err := proto.Unmarshal(data, &req); err != nil {
+			return
+		}
+		owner, _, _ := setup(t)
+		before := owner.Owner().Stats().Windows
+		d := owner.recv["n1"]
+		session, held := d.session, len(d.keys)
+		resp, err := owner.Handle(t0.Add(1300*time.Millisecond), &req)
+		unchanged := func(why string) {
+			if w := owner.Owner().Stats().Windows; w != before {
+				t.Fatalf("%s changed the owner: %d windows, were %d", why, w, before)
+			}
+			if d := owner.recv["n1"]; d != nil && (d.session != session || len(d.keys) != held) && req.Origin == "n1" && req.Session == session {
+				t.Fatalf("%s changed the dictionary", why)
+			}
+		}
+		switch {
+		case err != nil:
+			unchanged(fmt.Sprintf("refused batch (%v)", err))
+		case resp.Resync != 0:
+			unchanged("a resync answer")
+		default:
+			n := len(globals(t, resp))
+			if want := len(req.Reports) + int(req.PackedCount); n != want {
+				t.Fatalf("%d totals for %d reports", n, want)
+			}
 		}
 	})
 }

@@ -585,7 +585,7 @@ func (n *Node) send(ctx context.Context, b *Batch) {
 	n.m.syncBytes.Add(float64(size))
 	n.syncBytes.Add(uint64(size))
 	n.syncCalls.Add(1)
-	n.m.batchReports.Observe(float64(len(b.Req.Reports)))
+	n.m.batchReports.Observe(float64(b.Len()))
 	start := time.Now()
 	resp, err := n.call(ctx, b)
 	n.m.syncSeconds.Observe(time.Since(start).Seconds())
@@ -597,7 +597,7 @@ func (n *Node) send(ctx context.Context, b *Batch) {
 	}
 	if err != nil {
 		n.m.syncError.Inc()
-		n.log.Debug("sync call failed", "owner", b.Owner, "reports", len(b.Req.Reports), "err", err)
+		n.log.Debug("sync call failed", "owner", b.Owner, "reports", b.Len(), "err", err)
 		n.noteSync(b.Owner, err)
 		n.storeHealth(err)
 		return

@@ -95,7 +95,31 @@ type SyncRequest struct {
 	// digest knows the sender routes keys as it does: after a membership
 	// change, a sender's first batch under the same view carries every
 	// window it holds a cap in for the receiver's keys.
-	View          uint64 `protobuf:"varint,6,opt,name=view,proto3" json:"view,omitempty"`
+	View uint64 `protobuf:"varint,6,opt,name=view,proto3" json:"view,omitempty"`
+	// The packed form of the reports, which peers send (a store gets
+	// `reports`): every report is a few varints, and a series' identity
+	// crosses the wire once per session, as an entry of a dictionary the
+	// sender keeps for this receiver. The layouts are in node/wire.go.
+	//
+	// session names the sender's dictionary (within its incarnation); a new
+	// session starts an empty one. dict_base is the index of the first series
+	// dict defines: the sender repeats every definition the receiver has not
+	// yet acknowledged, so a receiver that holds fewer than dict_base entries
+	// of the session (it restarted, or missed a batch) refuses the batch with
+	// SyncResponse.resync and the sender starts a new session.
+	Session  uint32 `protobuf:"varint,7,opt,name=session,proto3" json:"session,omitempty"`
+	DictBase uint32 `protobuf:"varint,8,opt,name=dict_base,json=dictBase,proto3" json:"dict_base,omitempty"`
+	Dict     []byte `protobuf:"bytes,9,opt,name=dict,proto3" json:"dict,omitempty"`
+	// at_ns is the sender's clock when it built the batch (Unix ns): window
+	// starts are encoded as a number of periods before it.
+	AtNs int64 `protobuf:"varint,10,opt,name=at_ns,json=atNs,proto3" json:"at_ns,omitempty"`
+	// names and name_incarnations list the owners (and their runs) that the
+	// packed reports' known_from and cap_from refer to, by position.
+	Names            []string `protobuf:"bytes,11,rep,name=names,proto3" json:"names,omitempty"`
+	NameIncarnations []uint64 `protobuf:"varint,12,rep,packed,name=name_incarnations,json=nameIncarnations,proto3" json:"name_incarnations,omitempty"`
+	// packed holds packed_count reports.
+	Packed        []byte `protobuf:"bytes,13,opt,name=packed,proto3" json:"packed,omitempty"`
+	PackedCount   uint32 `protobuf:"varint,14,opt,name=packed_count,json=packedCount,proto3" json:"packed_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -168,6 +192,62 @@ func (x *SyncRequest) GetAck() uint64 {
 func (x *SyncRequest) GetView() uint64 {
 	if x != nil {
 		return x.View
+	}
+	return 0
+}
+
+func (x *SyncRequest) GetSession() uint32 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *SyncRequest) GetDictBase() uint32 {
+	if x != nil {
+		return x.DictBase
+	}
+	return 0
+}
+
+func (x *SyncRequest) GetDict() []byte {
+	if x != nil {
+		return x.Dict
+	}
+	return nil
+}
+
+func (x *SyncRequest) GetAtNs() int64 {
+	if x != nil {
+		return x.AtNs
+	}
+	return 0
+}
+
+func (x *SyncRequest) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+func (x *SyncRequest) GetNameIncarnations() []uint64 {
+	if x != nil {
+		return x.NameIncarnations
+	}
+	return nil
+}
+
+func (x *SyncRequest) GetPacked() []byte {
+	if x != nil {
+		return x.Packed
+	}
+	return nil
+}
+
+func (x *SyncRequest) GetPackedCount() uint32 {
+	if x != nil {
+		return x.PackedCount
 	}
 	return 0
 }
@@ -384,7 +464,14 @@ type SyncResponse struct {
 	Incarnation uint64 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	// seq numbers this answer among those the owner sent the sender; the
 	// sender acknowledges it in its next request (SyncRequest.ack).
-	Seq           uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	Seq uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	// packed holds one total per packed report of the request, in order
+	// (node/wire.go).
+	Packed []byte `protobuf:"bytes,4,opt,name=packed,proto3" json:"packed,omitempty"`
+	// resync, when not 0, is the session of the request, which the receiver
+	// cannot decode (it lacks dictionary entries the request assumes): no
+	// report was counted, and the sender must start a new session.
+	Resync        uint32 `protobuf:"varint,5,opt,name=resync,proto3" json:"resync,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -436,6 +523,20 @@ func (x *SyncResponse) GetIncarnation() uint64 {
 func (x *SyncResponse) GetSeq() uint64 {
 	if x != nil {
 		return x.Seq
+	}
+	return 0
+}
+
+func (x *SyncResponse) GetPacked() []byte {
+	if x != nil {
+		return x.Packed
+	}
+	return nil
+}
+
+func (x *SyncResponse) GetResync() uint32 {
+	if x != nil {
+		return x.Resync
 	}
 	return 0
 }
@@ -530,14 +631,23 @@ var File_peer_proto protoreflect.FileDescriptor
 const file_peer_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"peer.proto\x12\fpeerlimit.v1\"\xb7\x01\n" +
+	"peer.proto\x12\fpeerlimit.v1\"\x95\x03\n" +
 	"\vSyncRequest\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\tR\x06origin\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12.\n" +
 	"\areports\x18\x03 \x03(\v2\x14.peerlimit.v1.ReportR\areports\x12\x18\n" +
 	"\aleaving\x18\x04 \x01(\bR\aleaving\x12\x10\n" +
 	"\x03ack\x18\x05 \x01(\x04R\x03ack\x12\x12\n" +
-	"\x04view\x18\x06 \x01(\x04R\x04view\"\xc3\x04\n" +
+	"\x04view\x18\x06 \x01(\x04R\x04view\x12\x18\n" +
+	"\asession\x18\a \x01(\rR\asession\x12\x1b\n" +
+	"\tdict_base\x18\b \x01(\rR\bdictBase\x12\x12\n" +
+	"\x04dict\x18\t \x01(\fR\x04dict\x12\x13\n" +
+	"\x05at_ns\x18\n" +
+	" \x01(\x03R\x04atNs\x12\x14\n" +
+	"\x05names\x18\v \x03(\tR\x05names\x12+\n" +
+	"\x11name_incarnations\x18\f \x03(\x04R\x10nameIncarnations\x12\x16\n" +
+	"\x06packed\x18\r \x01(\fR\x06packed\x12!\n" +
+	"\fpacked_count\x18\x0e \x01(\rR\vpackedCount\"\xc3\x04\n" +
 	"\x06Report\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1a\n" +
 	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x12\x16\n" +
@@ -559,11 +669,13 @@ const file_peer_proto_rawDesc = "" +
 	"\x16known_from_incarnation\x18\x0f \x01(\x04R\x14knownFromIncarnation\x12\x14\n" +
 	"\x05carry\x18\x10 \x01(\bR\x05carry\x12\x19\n" +
 	"\bcap_from\x18\x11 \x01(\tR\acapFrom\x120\n" +
-	"\x14cap_from_incarnation\x18\x12 \x01(\x04R\x12capFromIncarnation\"o\n" +
+	"\x14cap_from_incarnation\x18\x12 \x01(\x04R\x12capFromIncarnation\"\x9f\x01\n" +
 	"\fSyncResponse\x12+\n" +
 	"\x06totals\x18\x01 \x03(\v2\x13.peerlimit.v1.TotalR\x06totals\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12\x10\n" +
-	"\x03seq\x18\x03 \x01(\x04R\x03seq\"~\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x16\n" +
+	"\x06packed\x18\x04 \x01(\fR\x06packed\x12\x16\n" +
+	"\x06resync\x18\x05 \x01(\rR\x06resync\"~\n" +
 	"\x05Total\x12\x16\n" +
 	"\x06global\x18\x01 \x01(\x03R\x06global\x12\x14\n" +
 	"\x05grant\x18\x02 \x01(\x03R\x05grant\x12\x1b\n" +

@@ -1,0 +1,615 @@
+package node
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/peerlimit/peerlimit/counters"
+	"github.com/peerlimit/peerlimit/peerpb"
+)
+
+// The packed sync encoding (SyncRequest.session .. packed_count and
+// SyncResponse.packed, resync): what a member sends an owner every
+// interval is a few varints per window, and a series' identity (tenant,
+// endpoint, method, period, threshold, algorithm) crosses the wire once
+// per session, as an entry of a dictionary the sender keeps per receiver.
+//
+// Layouts. u() is an unsigned varint, z() a zigzag-encoded signed one.
+//
+// dict, the definitions of series dict_base, dict_base+1, ...:
+//
+//	u(len) tenant
+//	u(scope): 0 = a new scope follows, numbered next (1, 2, ... within
+//	   this dict field); else that scope again
+//	a new scope: u(len) endpoint, u(len) method, u(period_ms),
+//	   u(threshold<<1 | algorithm)
+//
+// packed, one report after another:
+//
+//	z(index - previous index - 1)       (previous is -1 for the first)
+//	z(at_ns/period - window_start/period) (0: the window holding at_ns)
+//	u(own) u(demand)
+//	u(flags): bit 0 has_grant, bit 1 carry, bit 2 cap_from is known_from,
+//	   bits 3.. known_from (0 = none, i = names[i-1])
+//	u(cap_from)                          (only if bit 2 is clear)
+//	z(cap - own) z(own - known_acked) z(known_global - known_acked)
+//
+// SyncResponse.packed, one total per report:
+//
+//	u(global) u(flags): bit 0 has_grant, bit 1 carry
+//	z(grant - own)                       (only with has_grant)
+//	z(spare)
+//
+// The sender repeats every definition its receiver has not acknowledged
+// (dict_base is the first unacknowledged index), so that a lost request or
+// answer costs nothing; a receiver that holds fewer than dict_base entries
+// of the session (it restarted, or a request never reached it) answers
+// resync, counting nothing, and the sender starts a new session: the
+// counts are cumulative and go again at the next interval, so none is lost
+// or doubled.
+
+// Bounds of the packed encoding.
+const (
+	// maxDictBytes bounds the definitions in one request: series past it
+	// wait for the next interval (as past MaxBatch).
+	maxDictBytes = 4 << 20
+	// maxNames bounds SyncRequest.names.
+	maxNames = 1024
+)
+
+
+// sendDict is this member's dictionary of series for one receiver. The
+// engine's wireMu guards it.
+type sendDict struct {
+	session   uint32
+	ents      []*counters.Entry // by index: the series defined
+	thr       []int64           // threshold<<1 | algorithm, as defined
+	confirmed int               // definitions the receiver acknowledged
+	base      int               // the index of the first definition in pending
+	pending   []byte            // definitions base..len(ents)-1, encoded
+	scopes    map[scopeDef]uint64
+	last      scopeDef // the last scope defined in pending, and its number
+	lastNum   uint64
+}
+
+type scopeDef struct {
+	endpoint, method string
+	periodMs, thr    int64
+}
+
+// recvDict is an origin's dictionary as this member received it.
+type recvDict struct {
+	incarnation uint64
+	session     uint32
+	keys        []wireKey
+}
+
+type wireKey struct {
+	tenant, endpoint, method string
+	period                   time.Duration
+	threshold                int64
+	alg                      counters.Algorithm
+	hash                     uint64
+}
+
+// encoder builds one batch's packed reports.
+type encoder struct {
+	d       *sendDict
+	session uint32
+	prev    int64
+	at      int64
+	buf     []byte
+	n       int
+	names   []string
+	incs    []uint64
+	defsEnd int // len(d.ents) once built: what an answer acknowledges
+}
+
+// dictFor returns the dictionary for owner, starting a new session when
+// the old one holds too many series that are gone (more than twice the
+// table) or too many unacknowledged definitions. wireMu must be held.
+func (e *Engine) dictFor(owner string) *sendDict {
+	d := e.dicts[owner]
+	if d == nil || len(d.ents) > 2*e.table.Len()+1024 || len(d.ents)-d.confirmed > 2*e.cfg.MaxBatch {
+		d = e.newDict(owner)
+	}
+	return d
+}
+
+func (e *Engine) newDict(owner string) *sendDict {
+	e.sessions++
+	if e.sessions == 0 {
+		e.sessions++
+	}
+	d := &sendDict{session: e.sessions}
+	e.dicts[owner] = d
+	return d
+}
+
+func (e *Engine) newEncoder(owner string, nowNs int64, capacity int) *encoder {
+	return &encoder{d: e.dictFor(owner), prev: -1, at: nowNs, buf: make([]byte, 0, 16*capacity+16)}
+}
+
+// index returns the dictionary index of en, defining it if need be, or
+// false if the definitions of this request are full. en must be locked.
+func (c *encoder) index(en *counters.Entry) (int64, bool) {
+	d := c.d
+	thr := en.Threshold()<<1 | int64(en.Algorithm()&1)
+	if i := int(en.WireIndex()); i > 0 && i <= len(d.ents) && d.ents[i-1] == en && d.thr[i-1] == thr {
+		return int64(i - 1), true
+	}
+	if len(d.pending) >= maxDictBytes || len(d.ents) >= math.MaxUint32-1 {
+		return 0, false
+	}
+	tenant, endpoint, method, period := en.Identity()
+	sc := scopeDef{endpoint: endpoint, method: method, periodMs: period.Milliseconds(), thr: thr}
+	d.pending = binary.AppendUvarint(d.pending, uint64(len(tenant)))
+	d.pending = append(d.pending, tenant...)
+	num := d.lastNum
+	if num == 0 || sc != d.last {
+		if d.scopes == nil {
+			d.scopes = map[scopeDef]uint64{}
+		}
+		num = d.scopes[sc]
+	}
+	if num != 0 {
+		d.pending = binary.AppendUvarint(d.pending, num)
+	} else {
+		num = uint64(len(d.scopes) + 1)
+		d.scopes[sc] = num
+		d.pending = append(d.pending, 0)
+		d.pending = binary.AppendUvarint(d.pending, uint64(len(endpoint)))
+		d.pending = append(d.pending, endpoint...)
+		d.pending = binary.AppendUvarint(d.pending, uint64(len(method)))
+		d.pending = append(d.pending, method...)
+		d.pending = binary.AppendUvarint(d.pending, uint64(sc.periodMs))
+		d.pending = binary.AppendUvarint(d.pending, uint64(thr))
+	}
+	d.last, d.lastNum = sc, num
+	d.ents = append(d.ents, en)
+	d.thr = append(d.thr, thr)
+	en.SetWireIndex(uint32(len(d.ents)))
+	return int64(len(d.ents) - 1), true
+}
+
+func zig(v int64) uint64 { return uint64(v<<1) ^ uint64(v>>63) }
+
+func unzig(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
+
+// name returns the reference of an owner name and run (0 for none).
+func (c *encoder) name(n string, inc uint64) uint64 {
+	if n == "" {
+		return 0
+	}
+	for i := range c.names {
+		if c.names[i] == n && c.incs[i] == inc {
+			return uint64(i + 1)
+		}
+	}
+	c.names = append(c.names, n)
+	c.incs = append(c.incs, inc)
+	return uint64(len(c.names))
+}
+
+// add appends the report of the window at index i.
+func (c *encoder) add(i int64, r *counters.Report) {
+	b := c.buf
+	b = binary.AppendUvarint(b, zig(i-c.prev-1))
+	c.prev = i
+	p := int64(r.Key.Period)
+	b = binary.AppendUvarint(b, zig(c.at/p-r.Key.WindowStart/p))
+	b = binary.AppendUvarint(b, uint64(r.Own))
+	b = binary.AppendUvarint(b, uint64(r.Demand))
+	kf := c.name(r.KnownFrom, r.KnownFromIncarnation)
+	cf := c.name(r.CapFrom, r.CapFromIncarnation)
+	flags := kf << 3
+	if r.HasGrant {
+		flags |= 1
+	}
+	if r.Carry {
+		flags |= 2
+	}
+	if cf == kf {
+		flags |= 4
+	}
+	b = binary.AppendUvarint(b, flags)
+	if cf != kf {
+		b = binary.AppendUvarint(b, cf)
+	}
+	b = binary.AppendUvarint(b, zig(r.Cap-r.Own))
+	b = binary.AppendUvarint(b, zig(r.Own-r.KnownAcked))
+	b = binary.AppendUvarint(b, zig(r.KnownGlobal-r.KnownAcked))
+	c.buf = b
+	c.n++
+}
+
+// finish fills the request's packed fields.
+func (c *encoder) finish(req *peerpb.SyncRequest) {
+	d := c.d
+	c.session, c.defsEnd = d.session, len(d.ents)
+	if c.n == 0 && len(d.pending) == 0 {
+		return // nothing to say: an empty batch
+	}
+	req.Session = d.session
+	req.DictBase = uint32(d.base)
+	req.Dict = d.pending
+	req.AtNs = c.at
+	req.Names, req.NameIncarnations = c.names, c.incs
+	req.Packed, req.PackedCount = c.buf, uint32(c.n)
+}
+
+// acknowledged records that the receiver holds the batch's definitions.
+// wireMu must be held.
+func (e *Engine) acknowledged(owner string, c *encoder) {
+	d := e.dicts[owner]
+	if d == nil || d != c.d || c.defsEnd <= d.confirmed {
+		return
+	}
+	d.confirmed = c.defsEnd
+	if d.confirmed == len(d.ents) {
+		// Never reused: a request still held somewhere keeps its bytes.
+		d.pending, d.base, d.scopes, d.last, d.lastNum = nil, len(d.ents), nil, scopeDef{}, 0
+	}
+}
+
+// reader decodes varints; a malformed or short input sets bad.
+type reader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *reader) u() uint64 {
+	if len(r.b) > 0 && r.b[0] < 0x80 {
+		v := r.b[0]
+		r.b = r.b[1:]
+		return uint64(v)
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.bad = true
+		r.b = nil
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) z() int64 { return unzig(r.u()) }
+
+// count reads an unsigned count and checks it is at most MaxCount.
+func (r *reader) count() int64 {
+	v := r.u()
+	if v > uint64(MaxCount) {
+		r.bad = true
+		return 0
+	}
+	return int64(v)
+}
+
+func (r *reader) str(max int) string {
+	n := r.u()
+	if r.bad || n > uint64(max) || n > uint64(len(r.b)) {
+		r.bad = true
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+// readDefs decodes the definitions of req.Dict past the keys the receiver
+// holds and appends them to keys.
+func readDefs(keys []wireKey, req *peerpb.SyncRequest) ([]wireKey, error) {
+	r := reader{b: req.Dict}
+	var scopes []wireKey
+	for i := int(req.DictBase); len(r.b) > 0; i++ {
+		tenant := r.str(MaxKeyBytes)
+		num := r.u()
+		if num == 0 {
+			var sc wireKey
+			sc.endpoint = r.str(MaxKeyBytes)
+			sc.method = r.str(MaxKeyBytes)
+			ms := r.u()
+			thr := r.u()
+			switch {
+			case r.bad:
+				return nil, errors.New("dict: truncated scope")
+			case ms == 0 || ms > uint64(MaxPeriodMs):
+				return nil, fmt.Errorf("dict: period_ms %d out of range 1..%d", ms, MaxPeriodMs)
+			case thr>>1 > uint64(MaxCount):
+				return nil, fmt.Errorf("dict: threshold %d out of range 0..%d", thr>>1, MaxCount)
+			}
+			sc.period = time.Duration(ms) * time.Millisecond
+			sc.threshold, sc.alg = int64(thr>>1), counters.Algorithm(thr&1)
+			scopes = append(scopes, sc)
+			num = uint64(len(scopes))
+		}
+		if r.bad || num > uint64(len(scopes)) {
+			return nil, fmt.Errorf("dict: entry %d malformed", i)
+		}
+		if i < len(keys) {
+			continue // defined by an earlier request of the session
+		}
+		k := scopes[num-1]
+		if len(tenant)+len(k.endpoint)+len(k.method) > MaxKeyBytes {
+			return nil, fmt.Errorf("dict: entry %d: key longer than %d bytes", i, MaxKeyBytes)
+		}
+		k.tenant = tenant
+		k.hash = counters.SeriesHash(k.tenant, k.endpoint, k.method, k.period)
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// wireReport is one decoded packed report.
+type wireReport struct {
+	index                          int
+	start                          int64
+	own, demand, cap, known, acked int64
+	hasGrant, carry                bool
+	knownFrom, capFrom             int
+}
+
+// next decodes the next report of r against keys and the request's names,
+// checking what validReport checks of the unpacked form.
+func next(r *reader, prev *int64, keys []wireKey, atNs int64, names int) (wireReport, error) {
+	var w wireReport
+	idx := *prev + 1 + r.z()
+	back := r.z()
+	w.own = r.count()
+	w.demand = r.count()
+	flags := r.u()
+	w.hasGrant, w.carry = flags&1 != 0, flags&2 != 0
+	kf := flags >> 3
+	cf := kf
+	if flags&4 == 0 {
+		cf = r.u()
+	}
+	capd := r.z()
+	ownAcked := r.z()
+	kgAcked := r.z()
+	if r.bad {
+		return w, errors.New("truncated")
+	}
+	if idx < 0 || idx >= int64(len(keys)) {
+		return w, fmt.Errorf("index %d out of the dictionary (%d entries)", idx, len(keys))
+	}
+	*prev = idx
+	w.index = int(idx)
+	if kf > uint64(names) || cf > uint64(names) {
+		return w, fmt.Errorf("name reference out of range (%d names)", names)
+	}
+	w.knownFrom, w.capFrom = int(kf), int(cf)
+	p := int64(keys[idx].period)
+	k := atNs/p - back
+	if back > atNs/p || back < -(1<<40) || k > math.MaxInt64/p {
+		return w, fmt.Errorf("window %d periods before at_ns out of range", back)
+	}
+	w.start = k * p
+	const m = 1 << 51 // well above MaxCount, well below overflow
+	if capd < -m || capd > m || ownAcked < -m || ownAcked > m || kgAcked < -m || kgAcked > m {
+		return w, errors.New("count out of range")
+	}
+	w.cap = w.own + capd
+	w.acked = w.own - ownAcked
+	w.known = w.acked + kgAcked
+	switch {
+	case w.cap < 0 || w.cap > MaxCount:
+		return w, fmt.Errorf("cap %d out of range 0..%d", w.cap, MaxCount)
+	case w.known < 0 || w.known > MaxCount || w.acked < 0 || w.acked > w.known:
+		return w, fmt.Errorf("known_global %d / known_acked %d out of range", w.known, w.acked)
+	}
+	return w, nil
+}
+
+// handlePacked answers a batch in the packed form; validate has checked
+// the rest of the request.
+func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.SyncResponse, error) {
+	bad := func(f string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrBadBatch, fmt.Sprintf(f, a...))
+	}
+	switch {
+	case len(req.Reports) > 0:
+		return nil, bad("both reports and packed reports")
+	case req.Session == 0:
+		return nil, bad("packed reports without a session")
+	case req.AtNs <= 0 || req.AtNs > 1<<62:
+		return nil, bad("at_ns %d out of range", req.AtNs)
+	case len(req.Names) != len(req.NameIncarnations) || len(req.Names) > maxNames:
+		return nil, bad("%d names and %d incarnations (max %d)", len(req.Names), len(req.NameIncarnations), maxNames)
+	case int(req.PackedCount) > e.cfg.MaxBatch:
+		return nil, bad("%d reports, max %d", req.PackedCount, e.cfg.MaxBatch)
+	}
+	for _, n := range req.Names {
+		if n == "" || len(n) > MaxOriginSize {
+			return nil, bad("a name must be 1..%d bytes", MaxOriginSize)
+		}
+	}
+	resync := &peerpb.SyncResponse{Incarnation: e.cfg.Incarnation, Resync: req.Session}
+
+	e.recvMu.Lock()
+	defer e.recvMu.Unlock()
+	d := e.recv[req.Origin]
+	keys := []wireKey(nil)
+	switch {
+	case d != nil && d.incarnation == req.Incarnation && d.session == req.Session:
+		keys = d.keys
+	case d != nil && req.Incarnation == d.incarnation && req.Session < d.session:
+		return resync, nil // an older session's batch, late: ours is newer
+	case req.DictBase != 0:
+		// A session this member never saw the start of (it restarted):
+		// what it held of the origin is obsolete.
+		delete(e.recv, req.Origin)
+		return resync, nil
+	}
+	if int(req.DictBase) > len(keys) {
+		return resync, nil
+	}
+	keys, err := readDefs(keys, req)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	if len(keys) > e.dictMax() {
+		delete(e.recv, req.Origin)
+		return resync, nil
+	}
+	// First the whole batch is checked, then counted: a refused batch
+	// changes nothing.
+	r := reader{b: req.Packed}
+	prev := int64(-1)
+	for i := 0; i < int(req.PackedCount); i++ {
+		if _, err := next(&r, &prev, keys, req.AtNs, len(req.Names)); err != nil {
+			return nil, bad("report %d: %v", i, err)
+		}
+	}
+	if len(r.b) > 0 {
+		return nil, bad("%d bytes after %d reports", len(r.b), req.PackedCount)
+	}
+	if d == nil || d.incarnation != req.Incarnation || d.session != req.Session {
+		d = &recvDict{incarnation: req.Incarnation, session: req.Session}
+		e.recv[req.Origin] = d
+	}
+	d.keys = keys
+
+	resp := &peerpb.SyncResponse{Incarnation: e.cfg.Incarnation}
+	resp.Seq = e.owner.Hello(now, req.Origin, req.Ack, req.View)
+	out := make([]byte, 0, 8*int(req.PackedCount)+8)
+	r = reader{b: req.Packed}
+	prev = -1
+	for i := 0; i < int(req.PackedCount); i++ {
+		w, _ := next(&r, &prev, keys, req.AtNs, len(req.Names))
+		k := &keys[w.index]
+		rep := counters.Report{
+			Key:       counters.Key{Tenant: k.tenant, Endpoint: k.endpoint, Method: k.method, Period: k.period, WindowStart: w.start},
+			Threshold: k.threshold,
+			Algorithm: k.alg,
+			Own:       w.own,
+			Demand:    w.demand,
+			Cap:       w.cap,
+			HasGrant:  w.hasGrant,
+			Carry:     w.carry,
+
+			KnownGlobal: w.known,
+			KnownAcked:  w.acked,
+		}
+		if w.knownFrom > 0 {
+			rep.KnownFrom, rep.KnownFromIncarnation = req.Names[w.knownFrom-1], req.NameIncarnations[w.knownFrom-1]
+		}
+		if w.capFrom > 0 {
+			rep.CapFrom, rep.CapFromIncarnation = req.Names[w.capFrom-1], req.NameIncarnations[w.capFrom-1]
+		}
+		if e.cfg.Central == "" {
+			owner, _ := e.ring.Owner(k.hash)
+			rep.Stray = owner != e.cfg.Name
+		}
+		a := e.owner.Report(now, req.Origin, req.Incarnation, &rep)
+		out = appendTotal(out, w.own, a)
+	}
+	resp.Packed = out
+	return resp, nil
+}
+
+// dictMax bounds an origin's dictionary on this member: twice the windows
+// its owner aggregates, plus a batch.
+func (e *Engine) dictMax() int {
+	w := e.cfg.OwnerWindows
+	if w <= 0 {
+		w = 200_000
+	}
+	return 2*w + e.cfg.MaxBatch
+}
+
+func appendTotal(b []byte, own int64, a counters.Answer) []byte {
+	b = binary.AppendUvarint(b, uint64(a.Global))
+	var flags uint64
+	if a.HasGrant {
+		flags |= 1
+	}
+	if a.Carry {
+		flags |= 2
+	}
+	b = binary.AppendUvarint(b, flags)
+	if a.HasGrant {
+		b = binary.AppendUvarint(b, zig(a.Grant-own))
+	}
+	return binary.AppendUvarint(b, zig(a.Spare))
+}
+
+// readTotal decodes one total of a packed answer.
+func readTotal(r *reader, own int64) counters.Answer {
+	var a counters.Answer
+	a.Global = int64(r.u())
+	flags := r.u()
+	a.HasGrant, a.Carry = flags&1 != 0, flags&2 != 0
+	if a.HasGrant {
+		a.Grant = own + r.z()
+	}
+	a.Spare = r.z()
+	return a
+}
+
+// applyPacked records an owner's answer to a batch in the packed form.
+func (e *Engine) applyPacked(now time.Time, b *Batch, resp *peerpb.SyncResponse) error {
+	if resp.GetResync() != 0 {
+		// Not an error: the owner counted nothing, and the counts go again,
+		// with their definitions, at the next interval.
+		e.wireMu.Lock()
+		if d := e.dicts[b.Owner]; d != nil && d.session == resp.Resync {
+			e.newDict(b.Owner)
+			e.resyncs.Add(1)
+		}
+		e.wireMu.Unlock()
+		e.Fail(now, b)
+		return nil
+	}
+	r := reader{b: resp.GetPacked()}
+	for i := range b.refs {
+		readTotal(&r, b.refs[i].own)
+	}
+	if resp == nil || r.bad || len(r.b) > 0 || len(resp.Totals) > 0 {
+		e.Fail(now, b)
+		return fmt.Errorf("node: owner %s answered a malformed packed answer for %d reports", b.Owner, len(b.refs))
+	}
+	e.wireMu.Lock()
+	e.acknowledged(b.Owner, b.enc)
+	e.wireMu.Unlock()
+	nowNs := now.UnixNano()
+	if l := (*e.links.Load())[b.Owner]; l != nil {
+		l.lastAnswer.Store(nowNs)
+		l.ack.Store(resp.Seq)
+	}
+	r = reader{b: resp.Packed}
+	for i := range b.refs {
+		apply(nowNs, &b.refs[i], readTotal(&r, b.refs[i].own), b.Owner, resp.Incarnation)
+	}
+	return nil
+}
+
+// pruneDicts forgets this member's dictionaries for members out of the
+// view (one that comes back, restarted or not, gets a new session, which
+// it cannot refuse), and the received dictionaries of members no longer
+// remembered at all.
+func (e *Engine) pruneDicts(alive []string, gone map[string]int64) {
+	known := func(m string) bool {
+		_, g := gone[m]
+		return g || slices.Contains(alive, m)
+	}
+	e.wireMu.Lock()
+	for m := range e.dicts {
+		if !slices.Contains(alive, m) {
+			delete(e.dicts, m)
+		}
+	}
+	e.wireMu.Unlock()
+	e.recvMu.Lock()
+	for m := range e.recv {
+		if !known(m) {
+			delete(e.recv, m)
+		}
+	}
+	e.recvMu.Unlock()
+}

@@ -1,0 +1,328 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/peerlimit/peerlimit/counters"
+	"github.com/peerlimit/peerlimit/peerpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// globals returns the global totals of an answer, packed or not.
+func globals(t testing.TB, resp *peerpb.SyncResponse) []int64 {
+	t.Helper()
+	var out []int64
+	for _, tot := range resp.Totals {
+		out = append(out, tot.Global)
+	}
+	r := reader{b: resp.Packed}
+	for len(r.b) > 0 && !r.bad {
+		out = append(out, readTotal(&r, 0).Global)
+	}
+	if r.bad {
+		t.Fatalf("malformed packed answer")
+	}
+	return out
+}
+
+// fault says what happens to one call in wireCluster.sync.
+type fault int
+
+const (
+	deliver    fault = iota
+	dropReq          // the request never arrives
+	dropAnswer       // the request is handled, the answer lost
+)
+
+// wireCluster drives a cluster's engines through the wire encoding (each
+// request and answer marshalled and unmarshalled), counting what every
+// member admitted per tenant.
+type wireCluster struct {
+	*cluster
+	t       *testing.T
+	tenants int
+	truth   []int64 // admitted per tenant, over every member and run
+	held    []heldCall
+}
+
+// resyncs sums the members' Resyncs.
+func (w *wireCluster) resyncs() (n uint64) {
+	for _, e := range w.engines {
+		n += e.Resyncs()
+	}
+	return n
+}
+
+// heldCall is a request kept to be delivered again later (a duplicate).
+type heldCall struct {
+	from, to string
+	raw      []byte
+}
+
+func newWireCluster(t *testing.T, names []string, tenants int) *wireCluster {
+	c := &cluster{t: t, engines: map[string]*Engine{}, cut: map[[2]string]bool{}}
+	for _, n := range names {
+		e, err := NewEngine(EngineConfig{Name: n, Incarnation: 1, Policy: PolicyOptimistic, Table: counters.DefaultConfig(), Ring: ringDefault()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.engines[n] = e
+		c.names = append(c.names, n)
+	}
+	c.setMembers(t0, names...)
+	return &wireCluster{cluster: c, t: t, tenants: tenants, truth: make([]int64, tenants)}
+}
+
+func wireLimit(tenant int) []counters.Limit {
+	return []counters.Limit{{Tenant: fmt.Sprintf("tenant-%d", tenant), Endpoint: "/v1/p/*", Method: "GET", Period: 10 * time.Second, Threshold: 1 << 40}}
+}
+
+// load has every member admit requests of random tenants (and of every
+// tenant once, so that every member holds every series).
+func (w *wireCluster) load(now time.Time, rng *rand.Rand, n int) {
+	for _, name := range w.names {
+		e := w.engines[name]
+		for i := 0; i < w.tenants+n; i++ {
+			tn := i
+			if i >= w.tenants {
+				tn = rng.IntN(w.tenants)
+			}
+			d, err := e.Take(now, wireLimit(tn), 1)
+			if err != nil {
+				w.t.Fatal(err)
+			}
+			if d.Allowed {
+				w.truth[tn]++
+			}
+		}
+	}
+}
+
+// sync runs one interval on every member; fail says what happens to each
+// call (nil: all delivered).
+func (w *wireCluster) sync(now time.Time, fail func(from, to string) fault) {
+	w.t.Helper()
+	for _, name := range w.names {
+		e := w.engines[name]
+		for _, b := range e.Prepare(now) {
+			f := deliver
+			if fail != nil {
+				f = fail(name, b.Owner)
+			}
+			raw, err := proto.Marshal(b.Req)
+			if err != nil {
+				w.t.Fatal(err)
+			}
+			if f == dropReq {
+				e.Fail(now, b)
+				continue
+			}
+			w.held = append(w.held, heldCall{from: name, to: b.Owner, raw: raw})
+			resp := w.call(now, b.Owner, raw)
+			if f == dropAnswer {
+				e.Fail(now, b)
+				continue
+			}
+			if err := e.Apply(now, b, resp); err != nil {
+				w.t.Fatalf("%s -> %s: %v", name, b.Owner, err)
+			}
+		}
+	}
+}
+
+// call delivers raw to member to and returns the answer, as received.
+func (w *wireCluster) call(now time.Time, to string, raw []byte) *peerpb.SyncResponse {
+	w.t.Helper()
+	var req peerpb.SyncRequest
+	if err := proto.Unmarshal(raw, &req); err != nil {
+		w.t.Fatal(err)
+	}
+	resp, err := w.engines[to].Handle(now, &req)
+	if err != nil {
+		w.t.Fatalf("%s -> %s: %v", req.Origin, to, err)
+	}
+	out, err := proto.Marshal(resp)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var back peerpb.SyncResponse
+	if err := proto.Unmarshal(out, &back); err != nil {
+		w.t.Fatal(err)
+	}
+	return &back
+}
+
+// check runs two clean intervals and then wants every member's cached
+// global of every tenant to be exactly what the cluster admitted: no count
+// lost, none doubled.
+func (w *wireCluster) check(step string, now time.Time) {
+	w.t.Helper()
+	w.sync(now, nil)
+	w.sync(now, nil)
+	bad := 0
+	for _, name := range w.names {
+		e := w.engines[name]
+		for tn := range w.tenants {
+			l := wireLimit(tn)[0]
+			en := e.Table().Get(l.Tenant, l.Endpoint, l.Method, l.Period)
+			if en == nil {
+				w.t.Fatalf("%s: %s holds no %s", step, name, l.Tenant)
+			}
+			en.Lock()
+			g := en.Current().Global
+			en.Unlock()
+			if g != w.truth[tn] && bad < 5 {
+				bad++
+				w.t.Errorf("%s: %s sees %s global %d, want %d", step, name, l.Tenant, g, w.truth[tn])
+			}
+		}
+	}
+}
+
+// dictBytes returns the definition bytes of one more interval's batches.
+func (w *wireCluster) dictBytes(now time.Time) (n int) {
+	for _, name := range w.names {
+		e := w.engines[name]
+		for _, b := range e.Prepare(now) {
+			n += len(b.Req.Dict)
+			raw, _ := proto.Marshal(b.Req)
+			if err := e.Apply(now, b, w.call(now, b.Owner, raw)); err != nil {
+				w.t.Fatal(err)
+			}
+		}
+	}
+	return n
+}
+
+// TestWireResynchronises runs the packed encoding through the events that
+// put a sender's and a receiver's dictionaries out of step, on real
+// engines, and wants the totals exact after each: a new peer, a restarted
+// peer (a new incarnation: its dictionaries and its owner state are gone),
+// a peer that lost its dictionary, a lost request or answer carrying new
+// definitions, and a batch delivered again late.
+func TestWireResynchronises(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	w := newWireCluster(t, []string{"a", "b"}, 200)
+	now := t0.Add(time.Second)
+	w.load(now, rng, 500)
+	w.check("two members", now)
+	if n := w.dictBytes(now); n != 0 {
+		t.Errorf("steady state: %d bytes of definitions, want 0", n)
+	}
+
+	// A new peer joins: the keys it now owns are defined to it afresh.
+	e, err := NewEngine(EngineConfig{Name: "c", Incarnation: 1, Policy: PolicyOptimistic, Table: counters.DefaultConfig(), Ring: ringDefault()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.engines["c"] = e
+	w.names = append(w.names, "c")
+	now = now.Add(200 * time.Millisecond)
+	w.setMembers(now, w.names...)
+	w.load(now, rng, 500)
+	w.check("a new peer", now)
+	if n := w.dictBytes(now); n != 0 {
+		t.Errorf("steady state after the join: %d bytes of definitions, want 0", n)
+	}
+
+	// A peer restarts (a new incarnation): the others' dictionaries for it
+	// are refused once (resync), its own start anew. Its owner state is
+	// gone too; the others' knowledge of the old totals restores them.
+	resyncs := w.resyncs()
+	e, err = NewEngine(EngineConfig{Name: "b", Incarnation: 2, Policy: PolicyOptimistic, Table: counters.DefaultConfig(), Ring: ringDefault()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.engines["b"] = e
+	now = now.Add(200 * time.Millisecond)
+	w.setMembers(now, w.names...)
+	w.load(now, rng, 500)
+	w.sync(now, nil) // the refused batches' counts go again at the next interval
+	w.check("a restarted peer", now)
+	if w.resyncs() == resyncs {
+		t.Errorf("a restarted peer: no batch was refused for resync")
+	}
+
+	// A peer loses its dictionary of another (as a restart of its
+	// receiving side would).
+	resyncs = w.resyncs()
+	w.engines["c"].recvMu.Lock()
+	delete(w.engines["c"].recv, "a")
+	w.engines["c"].recvMu.Unlock()
+	now = now.Add(200 * time.Millisecond)
+	w.load(now, rng, 500)
+	w.sync(now, nil)
+	w.check("a lost dictionary", now)
+	if w.resyncs() != resyncs+1 {
+		t.Errorf("a lost dictionary: %d resyncs, want 1", w.resyncs()-resyncs)
+	}
+
+	// New series whose definitions are lost with the request, then with the
+	// answer: they go again until acknowledged.
+	for _, f := range []fault{dropReq, dropAnswer} {
+		w.tenants += 50
+		w.truth = append(w.truth, make([]int64, 50)...)
+		now = now.Add(200 * time.Millisecond)
+		w.load(now, rng, 500)
+		w.sync(now, func(from, to string) fault { return f })
+		w.load(now, rng, 500)
+		w.check(fmt.Sprintf("fault %d", f), now)
+		for _, from := range w.names {
+			for to, d := range w.engines[from].dicts {
+				r := w.engines[to].recv[from]
+				if r == nil || r.session != d.session || len(r.keys) != len(d.ents) || d.confirmed != len(d.ents) {
+					t.Errorf("fault %d: %s -> %s: dictionaries out of step", f, from, to)
+				}
+			}
+		}
+	}
+
+	// Every request of the run delivered again, late and out of order: a
+	// G-counter keeps the largest count per origin, so nothing changes.
+	now = now.Add(200 * time.Millisecond)
+	for i := len(w.held) - 1; i >= 0; i-- {
+		h := w.held[i]
+		if w.engines[h.to] == nil || w.engines[h.from] == nil {
+			continue
+		}
+		w.call(now, h.to, h.raw)
+	}
+	w.check("late duplicates", now)
+}
+
+// TestWireRefusedBatchChangesNothing: a packed batch that fails validation
+// (here a report whose counts are out of range) leaves the owner's windows
+// and the dictionary as they were.
+func TestWireRefusedBatchChangesNothing(t *testing.T) {
+	w := newWireCluster(t, []string{"a", "b"}, 20)
+	now := t0.Add(time.Second)
+	w.load(now, rand.New(rand.NewPCG(3, 4)), 0)
+	bs := w.engines["a"].Prepare(now)
+	if len(bs) != 1 || bs[0].Req.PackedCount == 0 {
+		t.Fatalf("want one packed batch, got %d", len(bs))
+	}
+	req := proto.Clone(bs[0].Req).(*peerpb.SyncRequest)
+	req.Packed = append(append([]byte(nil), req.Packed...), 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f)
+	req.PackedCount++
+	b := w.engines["b"]
+	if _, err := b.Handle(now, req); !errors.Is(err, ErrBadBatch) {
+		t.Fatalf("bad batch: err = %v, want ErrBadBatch", err)
+	}
+	if n := b.Owner().Stats().Windows; n != 0 {
+		t.Errorf("refused batch created %d windows", n)
+	}
+	if b.recv["a"] != nil {
+		t.Errorf("refused batch left a dictionary")
+	}
+	resp, err := b.Handle(now, bs[0].Req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.engines["a"].Apply(now, bs[0], resp); err != nil {
+		t.Fatal(err)
+	}
+}
