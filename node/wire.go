@@ -61,7 +61,6 @@ const (
 	maxNames = 1024
 )
 
-
 // sendDict is this member's dictionary of series for one receiver. The
 // engine's wireMu guards it.
 type sendDict struct {
