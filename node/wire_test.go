@@ -64,9 +64,13 @@ type heldCall struct {
 }
 
 func newWireCluster(t *testing.T, names []string, tenants int) *wireCluster {
+	return newWireClusterPolicy(t, names, tenants, PolicyOptimistic)
+}
+
+func newWireClusterPolicy(t *testing.T, names []string, tenants int, p Policy) *wireCluster {
 	c := &cluster{t: t, engines: map[string]*Engine{}, cut: map[[2]string]bool{}}
 	for _, n := range names {
-		e, err := NewEngine(EngineConfig{Name: n, Incarnation: 1, Policy: PolicyOptimistic, Table: counters.DefaultConfig(), Ring: ringDefault()})
+		e, err := NewEngine(EngineConfig{Name: n, Incarnation: 1, Policy: p, Table: counters.DefaultConfig(), Ring: ringDefault()})
 		if err != nil {
 			t.Fatal(err)
 		}
