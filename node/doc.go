@@ -13,7 +13,10 @@
 // consistent-hash ring (package ring), and every [Config.SyncInterval] sends
 // each owner one gRPC batch with the counts of every window that changed,
 // caching the totals the owner returns. Counts are cumulative per origin, so
-// a retried or duplicated batch never counts twice. With [Config.Store] set
+// a retried or duplicated batch never counts twice. Between peers a batch is
+// packed: a key's strings cross the wire once per session, as an entry of a
+// dictionary the sender keeps per owner, and each window after that is a few
+// varints (node/wire.go). With [Config.Store] set
 // (Redis, package redisstore) the counts are summed in the store instead of
 // at peer owners.
 //
