@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -499,18 +500,11 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 		local = make([]ref, 0, perOwner)
 		localReps = make([]counters.Report, 0, perOwner)
 	}
-	each(func(en *counters.Entry) bool {
-		owner, ok := e.cfg.Central, true
-		if owner == "" {
-			owner, ok = ownerOf(en.Hash())
-		}
-		if !ok {
-			return true
-		}
+	one := func(en *counters.Entry, owner string) {
 		en.Lock()
 		defer en.Unlock()
 		if en.Dead() {
-			return true
+			return
 		}
 		e.table.AdvanceCarried(en, now)
 		for _, s := range [2]*counters.Slot{en.Previous(), en.Current()} {
@@ -593,10 +587,44 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 				b.Req.Reports = append(b.Req.Reports, toWire(&rep))
 			}
 		}
+		return
+	}
+	// The series come a chunk at a time: their owners are looked up for the
+	// whole chunk first, which reads every entry's hash with no lock in
+	// between, so that the loads of the entries from memory overlap instead
+	// of each waiting for the last (a sync touches every series of a large
+	// table, few of which are in the CPU's caches).
+	var chunk [32]*counters.Entry
+	n := 0
+	flush := func() {
+		var owners [len(chunk)]string
+		var oks [len(chunk)]bool
+		for i, en := range chunk[:n] {
+			owners[i], oks[i] = e.cfg.Central, true
+			if e.cfg.Central == "" {
+				owners[i], oks[i] = ownerOf(en.Hash())
+			}
+		}
+		for i, en := range chunk[:n] {
+			if oks[i] {
+				one(en, owners[i])
+			}
+		}
+		n = 0
+	}
+	each(func(en *counters.Entry) bool {
+		chunk[n] = en
+		if n++; n == len(chunk) {
+			flush()
+		}
 		return true
 	})
+	flush()
 	// Windows this member owns: merged locally, without a call.
 	for i := range local {
+		if i%32 == 0 {
+			touch(local[i:min(i+32, len(local))])
+		}
 		ans := e.owner.Report(now, e.cfg.Name, e.cfg.Incarnation, &localReps[i])
 		apply(nowNs, &local[i], ans, e.cfg.Name, e.cfg.Incarnation)
 	}
@@ -655,6 +683,16 @@ func (e *Engine) Apply(now time.Time, b *Batch, resp *peerpb.SyncResponse) error
 		apply(nowNs, &b.refs[i], counters.Answer{Global: t.Global, Grant: t.Grant, HasGrant: t.HasGrant, Carry: t.Carry, Spare: t.Spare}, b.Owner, resp.Incarnation)
 	}
 	return nil
+}
+
+// touch reads the hash of every entry refs name, with no lock in between,
+// so that their loads from memory overlap before each is locked in turn.
+func touch(refs []ref) {
+	var x uint64
+	for i := range refs {
+		x ^= refs[i].e.Hash()
+	}
+	runtime.KeepAlive(x)
 }
 
 func apply(nowNs int64, r *ref, a counters.Answer, from string, fromInc uint64) {

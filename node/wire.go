@@ -583,6 +583,9 @@ func (e *Engine) applyPacked(now time.Time, b *Batch, resp *peerpb.SyncResponse)
 	}
 	r = reader{b: resp.Packed}
 	for i := range b.refs {
+		if i%32 == 0 {
+			touch(b.refs[i:min(i+32, len(b.refs))])
+		}
 		apply(nowNs, &b.refs[i], readTotal(&r, b.refs[i].own), b.Owner, resp.Incarnation)
 	}
 	return nil
