@@ -587,7 +587,6 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 				b.Req.Reports = append(b.Req.Reports, toWire(&rep))
 			}
 		}
-		return
 	}
 	// The series come a chunk at a time: their owners are looked up for the
 	// whole chunk first, which reads every entry's hash with no lock in

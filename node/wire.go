@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/peerlimit/peerlimit/counters"
@@ -80,8 +81,10 @@ type scopeDef struct {
 	periodMs, thr    int64
 }
 
-// recvDict is an origin's dictionary as this member received it.
+// recvDict is an origin's dictionary as this member received it (session
+// 0: none). Its mutex is held while a batch of the origin is decoded.
 type recvDict struct {
+	mu          sync.Mutex
 	incarnation uint64
 	session     uint32
 	keys        []wireKey
@@ -430,19 +433,27 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 	}
 	resync := &peerpb.SyncResponse{Incarnation: e.cfg.Incarnation, Resync: req.Session}
 
+	// One origin's batches are decoded one at a time; other origins' go on
+	// meanwhile.
 	e.recvMu.Lock()
-	defer e.recvMu.Unlock()
 	d := e.recv[req.Origin]
+	if d == nil {
+		d = &recvDict{}
+		e.recv[req.Origin] = d
+	}
+	e.recvMu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	keys := []wireKey(nil)
 	switch {
-	case d != nil && d.incarnation == req.Incarnation && d.session == req.Session:
+	case d.session != 0 && d.incarnation == req.Incarnation && d.session == req.Session:
 		keys = d.keys
-	case d != nil && req.Incarnation == d.incarnation && req.Session < d.session:
+	case d.session != 0 && req.Incarnation == d.incarnation && req.Session < d.session:
 		return resync, nil // an older session's batch, late: ours is newer
 	case req.DictBase != 0:
 		// A session this member never saw the start of (it restarted):
 		// what it held of the origin is obsolete.
-		delete(e.recv, req.Origin)
+		d.incarnation, d.session, d.keys = 0, 0, nil
 		return resync, nil
 	}
 	if int(req.DictBase) > len(keys) {
@@ -453,7 +464,7 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 		return nil, bad("%v", err)
 	}
 	if len(keys) > e.dictMax() {
-		delete(e.recv, req.Origin)
+		d.incarnation, d.session, d.keys = 0, 0, nil
 		return resync, nil
 	}
 	// First the whole batch is checked, then counted: a refused batch
@@ -468,11 +479,7 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 	if len(r.b) > 0 {
 		return nil, bad("%d bytes after %d reports", len(r.b), req.PackedCount)
 	}
-	if d == nil || d.incarnation != req.Incarnation || d.session != req.Session {
-		d = &recvDict{incarnation: req.Incarnation, session: req.Session}
-		e.recv[req.Origin] = d
-	}
-	d.keys = keys
+	d.incarnation, d.session, d.keys = req.Incarnation, req.Session, keys
 
 	resp := &peerpb.SyncResponse{Incarnation: e.cfg.Incarnation}
 	resp.Seq = e.owner.Hello(now, req.Origin, req.Ack, req.View)
