@@ -156,6 +156,7 @@ type Engine struct {
 type link struct {
 	lastAnswer atomic.Int64 // Unix ns; when first seen until the first answer
 	ack        atomic.Uint64
+	packed     atomic.Bool // its last answer said it decodes the packed form
 }
 
 // NewEngine returns an engine that knows only itself.
@@ -491,6 +492,7 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 	// which spares growing them report by report.
 	perOwner := min(e.table.Len()/max(1, len(e.ring.Members())), e.cfg.MaxBatch)
 	byOwner := map[string]*Batch{}
+	links := *e.links.Load()
 	var local []ref
 	var localReps []counters.Report
 	if e.cfg.Central == "" {
@@ -525,7 +527,7 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 				if b == nil {
 					b = &Batch{Owner: owner, Req: &peerpb.SyncRequest{Origin: e.cfg.Name, Incarnation: e.cfg.Incarnation}}
 					b.refs = make([]ref, 0, perOwner)
-					if e.cfg.Central == "" {
+					if e.cfg.Central == "" && links[owner] != nil && links[owner].packed.Load() {
 						b.enc = e.newEncoder(owner, nowNs, perOwner)
 					} else {
 						b.Req.Reports = make([]*peerpb.Report, 0, perOwner)
@@ -638,7 +640,6 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 			}
 		}
 	}
-	links := *e.links.Load()
 	var view uint64
 	if full {
 		view = e.view.Load()
@@ -676,6 +677,7 @@ func (e *Engine) Apply(now time.Time, b *Batch, resp *peerpb.SyncResponse) error
 	if l := (*e.links.Load())[b.Owner]; l != nil {
 		l.lastAnswer.Store(nowNs)
 		l.ack.Store(resp.Seq)
+		l.packed.Store(resp.PackedOk)
 	}
 	for i := range b.refs {
 		t := resp.Totals[i]
@@ -749,7 +751,7 @@ func (e *Engine) Handle(now time.Time, req *peerpb.SyncRequest) (*peerpb.SyncRes
 		}
 		return resp, nil
 	}
-	resp := &peerpb.SyncResponse{Totals: make([]*peerpb.Total, len(req.Reports)), Incarnation: e.cfg.Incarnation}
+	resp := &peerpb.SyncResponse{Totals: make([]*peerpb.Total, len(req.Reports)), Incarnation: e.cfg.Incarnation, PackedOk: true}
 	resp.Seq = e.owner.Hello(now, req.Origin, req.Ack, req.View)
 	for i, w := range req.Reports {
 		r := fromWire(w)

@@ -431,7 +431,7 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 			return nil, bad("a name must be 1..%d bytes", MaxOriginSize)
 		}
 	}
-	resync := &peerpb.SyncResponse{Incarnation: e.cfg.Incarnation, Resync: req.Session}
+	resync := &peerpb.SyncResponse{Incarnation: e.cfg.Incarnation, Resync: req.Session, PackedOk: true}
 
 	// One origin's batches are decoded one at a time; other origins' go on
 	// meanwhile.
@@ -481,7 +481,7 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 	}
 	d.incarnation, d.session, d.keys = req.Incarnation, req.Session, keys
 
-	resp := &peerpb.SyncResponse{Incarnation: e.cfg.Incarnation}
+	resp := &peerpb.SyncResponse{Incarnation: e.cfg.Incarnation, PackedOk: true}
 	resp.Seq = e.owner.Hello(now, req.Origin, req.Ack, req.View)
 	out := make([]byte, 0, 8*int(req.PackedCount)+8)
 	r = reader{b: req.Packed}
@@ -572,11 +572,20 @@ func (e *Engine) applyPacked(now time.Time, b *Batch, resp *peerpb.SyncResponse)
 		e.Fail(now, b)
 		return nil
 	}
+	if !resp.PackedOk {
+		// A member that does not decode the packed form (an older version):
+		// the next batches to it are unpacked.
+		if l := (*e.links.Load())[b.Owner]; l != nil {
+			l.packed.Store(false)
+		}
+		e.Fail(now, b)
+		return fmt.Errorf("node: owner %s does not decode packed batches; sending it unpacked ones", b.Owner)
+	}
 	r := reader{b: resp.GetPacked()}
 	for i := range b.refs {
 		readTotal(&r, b.refs[i].own)
 	}
-	if resp == nil || r.bad || len(r.b) > 0 || len(resp.Totals) > 0 {
+	if r.bad || len(r.b) > 0 || len(resp.Totals) > 0 {
 		e.Fail(now, b)
 		return fmt.Errorf("node: owner %s answered a malformed packed answer for %d reports", b.Owner, len(b.refs))
 	}

@@ -305,6 +305,12 @@ func TestWireRefusedBatchChangesNothing(t *testing.T) {
 	w := newWireCluster(t, []string{"a", "b"}, 20)
 	now := t0.Add(time.Second)
 	w.load(now, rand.New(rand.NewPCG(3, 4)), 0)
+	w.sync(now, nil) // the first batch to a member is unpacked: it says it decodes the packed form
+	b := w.engines["b"]
+	windows := b.Owner().Stats().Windows
+	b.recvMu.Lock()
+	clear(b.recv)
+	b.recvMu.Unlock()
 	bs := w.engines["a"].Prepare(now)
 	if len(bs) != 1 || bs[0].Req.PackedCount == 0 {
 		t.Fatalf("want one packed batch, got %d", len(bs))
@@ -312,12 +318,11 @@ func TestWireRefusedBatchChangesNothing(t *testing.T) {
 	req := proto.Clone(bs[0].Req).(*peerpb.SyncRequest)
 	req.Packed = append(append([]byte(nil), req.Packed...), 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f)
 	req.PackedCount++
-	b := w.engines["b"]
 	if _, err := b.Handle(now, req); !errors.Is(err, ErrBadBatch) {
 		t.Fatalf("bad batch: err = %v, want ErrBadBatch", err)
 	}
-	if n := b.Owner().Stats().Windows; n != 0 {
-		t.Errorf("refused batch created %d windows", n)
+	if n := b.Owner().Stats().Windows; n != windows {
+		t.Errorf("refused batch changed the windows: %d, were %d", n, windows)
 	}
 	if d := b.recv["a"]; d != nil && (d.session != 0 || len(d.keys) != 0) {
 		t.Errorf("refused batch left a dictionary")
@@ -329,4 +334,45 @@ func TestWireRefusedBatchChangesNothing(t *testing.T) {
 	if err := w.engines["a"].Apply(now, bs[0], resp); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestWirePackedOnlyToMembersThatSayTheyDecodeIt: the first batch to a
+// member is unpacked; once its answer says it decodes the packed form the
+// next ones are packed; an answer from a member that does not (an older
+// version, which ignores the packed fields and answers no totals) fails
+// that batch and turns the next ones back to the unpacked form, so members
+// of different versions keep syncing through an upgrade or a downgrade.
+func TestWirePackedOnlyToMembersThatSayTheyDecodeIt(t *testing.T) {
+	w := newWireCluster(t, []string{"a", "b"}, 20)
+	a := w.engines["a"]
+	rng := rand.New(rand.NewPCG(5, 6))
+	now := t0.Add(time.Second)
+	form := func(step string, packed bool) *Batch {
+		t.Helper()
+		w.load(now, rng, 20)
+		bs := a.Prepare(now)
+		if len(bs) != 1 {
+			t.Fatalf("%s: %d batches, want 1", step, len(bs))
+		}
+		if got := bs[0].Req.PackedCount > 0; got != packed || (len(bs[0].Req.Reports) > 0) == packed {
+			t.Fatalf("%s: packed %v (%d packed, %d unpacked reports), want packed %v", step, got, bs[0].Req.PackedCount, len(bs[0].Req.Reports), packed)
+		}
+		return bs[0]
+	}
+	deliver := func(b *Batch) {
+		t.Helper()
+		raw, _ := proto.Marshal(b.Req)
+		if err := a.Apply(now, b, w.call(now, b.Owner, raw)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deliver(form("first batch", false))
+	deliver(form("after an answer that decodes it", true))
+	old := form("to a member about to be downgraded", true)
+	// The old version's answer: the packed fields unknown, no totals.
+	if err := a.Apply(now, old, &peerpb.SyncResponse{Incarnation: 1, Seq: 9}); err == nil {
+		t.Fatal("an answer with no totals for a packed batch was applied")
+	}
+	deliver(form("after an answer that does not decode it", false))
+	w.check("through the change of forms", now)
 }

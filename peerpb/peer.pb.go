@@ -471,7 +471,12 @@ type SyncResponse struct {
 	// resync, when not 0, is the session of the request, which the receiver
 	// cannot decode (it lacks dictionary entries the request assumes): no
 	// report was counted, and the sender must start a new session.
-	Resync        uint32 `protobuf:"varint,5,opt,name=resync,proto3" json:"resync,omitempty"`
+	Resync uint32 `protobuf:"varint,5,opt,name=resync,proto3" json:"resync,omitempty"`
+	// packed_ok says the receiver decodes the packed form: a sender sends it
+	// only to a member whose last answer said so (the first batch to a new
+	// member is unpacked), so that members of different versions keep
+	// syncing during a rolling upgrade or a downgrade.
+	PackedOk      bool `protobuf:"varint,6,opt,name=packed_ok,json=packedOk,proto3" json:"packed_ok,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -539,6 +544,13 @@ func (x *SyncResponse) GetResync() uint32 {
 		return x.Resync
 	}
 	return 0
+}
+
+func (x *SyncResponse) GetPackedOk() bool {
+	if x != nil {
+		return x.PackedOk
+	}
+	return false
 }
 
 type Total struct {
@@ -669,13 +681,14 @@ const file_peer_proto_rawDesc = "" +
 	"\x16known_from_incarnation\x18\x0f \x01(\x04R\x14knownFromIncarnation\x12\x14\n" +
 	"\x05carry\x18\x10 \x01(\bR\x05carry\x12\x19\n" +
 	"\bcap_from\x18\x11 \x01(\tR\acapFrom\x120\n" +
-	"\x14cap_from_incarnation\x18\x12 \x01(\x04R\x12capFromIncarnation\"\x9f\x01\n" +
+	"\x14cap_from_incarnation\x18\x12 \x01(\x04R\x12capFromIncarnation\"\xbc\x01\n" +
 	"\fSyncResponse\x12+\n" +
 	"\x06totals\x18\x01 \x03(\v2\x13.peerlimit.v1.TotalR\x06totals\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x16\n" +
 	"\x06packed\x18\x04 \x01(\fR\x06packed\x12\x16\n" +
-	"\x06resync\x18\x05 \x01(\rR\x06resync\"~\n" +
+	"\x06resync\x18\x05 \x01(\rR\x06resync\x12\x1b\n" +
+	"\tpacked_ok\x18\x06 \x01(\bR\bpackedOk\"~\n" +
 	"\x05Total\x12\x16\n" +
 	"\x06global\x18\x01 \x01(\x03R\x06global\x12\x14\n" +
 	"\x05grant\x18\x02 \x01(\x03R\x05grant\x12\x1b\n" +
