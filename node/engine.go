@@ -145,9 +145,13 @@ type Engine struct {
 	wireMu   sync.Mutex
 	dicts    map[string]*sendDict
 	sessions uint32 // the last session number given
-	resyncs  atomic.Uint64
-	recvMu   sync.Mutex
-	recv     map[string]*recvDict
+	// localRefs and localReps are prepare's buffers for the windows this
+	// member owns, kept between rounds; wireMu guards them.
+	localRefs []ref
+	localReps []counters.Report
+	resyncs   atomic.Uint64
+	recvMu    sync.Mutex
+	recv      map[string]*recvDict
 }
 
 // link is this member's side of its contact with one other member as an
@@ -499,8 +503,12 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 		// The dictionaries stay as this round leaves them until it is done.
 		e.wireMu.Lock()
 		defer e.wireMu.Unlock()
-		local = make([]ref, 0, perOwner)
-		localReps = make([]counters.Report, 0, perOwner)
+		// The windows this member owns are gathered in buffers kept from
+		// round to round (the collector need not sweep them every interval).
+		local, localReps = e.localRefs[:0], e.localReps[:0]
+		if cap(local) < perOwner {
+			local, localReps = make([]ref, 0, perOwner), make([]counters.Report, 0, perOwner)
+		}
 	}
 	one := func(en *counters.Entry, owner string) {
 		en.Lock()
@@ -628,6 +636,14 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 		}
 		ans := e.owner.Report(now, e.cfg.Name, e.cfg.Incarnation, &localReps[i])
 		apply(nowNs, &local[i], ans, e.cfg.Name, e.cfg.Incarnation)
+	}
+	if e.cfg.Central == "" {
+		clear(local) // keeps no series alive
+		clear(localReps)
+		if cap(local) > 2*perOwner+1024 { // the table shrank: let it go
+			local, localReps = nil, nil
+		}
+		e.localRefs, e.localReps = local[:0], localReps[:0]
 	}
 	// Under the lease policy every other member gets a batch, empty if need
 	// be: a heartbeat that keeps this member in contact with it as an
