@@ -3,7 +3,6 @@ package counters
 import (
 	"maps"
 	"math"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -247,67 +246,6 @@ type ownerWindow struct {
 	snaps   int                     // how many origins have a predecessor's knowledge (snapFrom)
 }
 
-// windowView aligns a window's origins with the members that may spend in
-// it (a memberWindow), so that a grant walks the members without looking
-// each one up by name: cur[i] and prv[i] are member mw.names[i]'s states in
-// the window and in the window before it (nil where it has not reported),
-// outside the window's origins that are not members, and prevOutside the
-// previous window's origins that are neither members nor origins of the
-// window. nCur and nPrev are how many origins the two windows had when it
-// was brought up to date.
-type windowView struct {
-	mw                   *memberWindow
-	prev                 *ownerWindow
-	nCur, nPrev          int
-	cur, prv             []*originState
-	outside, prevOutside []*originState
-}
-
-// aligned returns the window's view on mw, with prev its previous window
-// (nil if the owner has none), or nil while the window has too few origins
-// for a view to pay for its memory (two pointers per member). New origins
-// of the window are added in place; anything else rebuilds it. The owner's
-// lock must be held.
-func (w *ownerWindow) aligned(mw *memberWindow, prev *ownerWindow) *windowView {
-	if len(w.origins) <= originsScan || 12*len(w.origins) < len(mw.names) {
-		return nil
-	}
-	prevN := 0
-	if prev != nil {
-		prevN = len(prev.origins)
-	}
-	v := w.view
-	if v == nil {
-		v = &windowView{}
-		w.view = v
-	}
-	if v.mw != mw || v.prev != prev || v.nPrev != prevN || v.nCur > len(w.origins) {
-		v.mw, v.prev, v.nPrev, v.nCur = mw, prev, prevN, 0
-		v.cur = append(v.cur[:0], make([]*originState, len(mw.names))...)
-		v.prv = append(v.prv[:0], make([]*originState, len(mw.names))...)
-		v.outside, v.prevOutside = v.outside[:0], v.prevOutside[:0]
-		if prev != nil {
-			for _, ps := range prev.origins {
-				if i, ok := mw.pos[ps.name]; ok {
-					v.prv[i] = ps
-				} else if w.find(ps.name) == nil {
-					v.prevOutside = append(v.prevOutside, ps)
-				}
-			}
-		}
-	}
-	for _, s := range w.origins[v.nCur:] {
-		if i, ok := mw.pos[s.name]; ok {
-			v.cur[i] = s
-			continue
-		}
-		v.outside = append(v.outside, s)
-		v.prevOutside = slices.DeleteFunc(v.prevOutside, func(ps *originState) bool { return ps.name == s.name })
-	}
-	v.nCur = len(w.origins)
-	return v
-}
-
 type originState struct {
 	name        string
 	incarnation uint64
@@ -451,49 +389,6 @@ func (o *Owner) SetMembers(now time.Time, alive []string, gone map[string]int64)
 		o.members.contact[i] = o.contacts[name]
 	}
 	o.mu.Unlock()
-}
-
-// ownView is one membership view an owner held from a time on, and what it
-// owned in it.
-type ownView struct {
-	from int64
-	owns func(seriesHash uint64) bool
-}
-
-// ownViews bounds the views an owner remembers for ownedSince. A window
-// whose start (less Settle) is older than the oldest is treated as not
-// kept, as if there were no history.
-const ownViews = 32
-
-// SetOwnership tells the owner, at now, which series it owns from now on
-// in its membership view (owns takes a series hash, Key.SeriesHash). Call
-// it after each SetMembers. An owner that owned a series in every view it
-// held through a membership change in a window knows that no other owner
-// granted caps in that window, so a member it lost contact with during the
-// window holds no more than what this owner gave it (see grant). Without
-// it, every window that a membership change overlaps counts as taken over.
-func (o *Owner) SetOwnership(now time.Time, owns func(seriesHash uint64) bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if len(o.ownership) >= ownViews {
-		o.ownership = slices.Delete(o.ownership, 0, len(o.ownership)-ownViews+1)
-	}
-	o.ownership = append(o.ownership, ownView{from: now.UnixNano(), owns: owns})
-}
-
-// ownedSince reports whether this owner owned the series in every view it
-// held at some time from since (Unix ns) until now. The lock must be held.
-func (o *Owner) ownedSince(hash uint64, since int64) bool {
-	for i := len(o.ownership) - 1; i >= 0; i-- {
-		v := o.ownership[i]
-		if !v.owns(hash) {
-			return false
-		}
-		if v.from <= since {
-			return true // this view held at since: nothing older matters
-		}
-	}
-	return false // no view known at since
 }
 
 // SetMajority tells the owner whether its node reaches a majority of the
