@@ -114,11 +114,11 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	// Another owner granted caps in this window if a member reports holding
 	// one: this owner took the window over (or the membership was split).
 	pool := w.threshold
-	inherited, kept := w.inherited, w.kept
+	inherited, owned := w.inherited, w.ownedThroughout
 	for _, s := range w.origins {
 		if s.hasForeign {
 			pool -= s.foreignCap
-			inherited, kept = true, false
+			inherited, owned = true, false
 		}
 	}
 	var silent int64  // reserves of the members in view that have not reported here
@@ -193,7 +193,7 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 			// series in all its views since the window began), or has not
 			// sent a batch under this owner's view since the membership
 			// changed (its view, which may name another owner, differs).
-			if inherited && ((!inContact && static == 0 && !kept) || (inContact && !o.synced(m, cr))) {
+			if inherited && ((!inContact && static == 0 && !owned) || (inContact && !o.synced(m, cr))) {
 				unknown = true
 				settling = settling || inContact
 			}
@@ -256,8 +256,8 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	if free <= 0 {
 		spare = 0
 	} else {
-		kept := spare - spare*needy/max(needy, int64(n))
-		fair := fairShare(free-kept, reach, r, soon, float64(left), sc)
+		unallocated := spare - spare*needy/max(needy, int64(n))
+		fair := fairShare(free-unallocated, reach, r, soon, float64(left), sc)
 		allowed := max(min(fair, free-othersOut), 0)
 		g += allowed
 		r.hadShare = r.hadShare || allowed > 0
@@ -315,8 +315,8 @@ func need(s *originState, d float64) int64 {
 // does not hold budget it cannot spend before the window ends (and that the
 // owner must reserve for it if it is cut off). What no one needs is spread
 // equally among the origins with demand. Integer units: the parts add up
-// to free exactly, or to less when no origin has demand. It sorts the needs
-// at most twice: O(k log k) for k origins.
+// to free exactly, or to less when no origin has demand. It water-fills at
+// most twice, each in a few O(k) passes for k origins (see waterFill).
 func fairShare(free int64, origins []*originState, r *originState, soon, left float64, sc *grantScratch) int64 {
 	needs, order := sc.needs[:0], sc.order[:0]
 	defer func() { sc.needs, sc.order = needs[:0], order[:0] }()

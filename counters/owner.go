@@ -234,16 +234,16 @@ type ownerWindow struct {
 	// members report. A member reporting a cap another owner granted in the
 	// window says the same (see grant).
 	inherited bool
-	// kept says this owner owned the window's series in every membership
+	// ownedThroughout says this owner owned the window's series in every membership
 	// view it held since Settle before the window began (SetOwnership): no
 	// other owner can have granted caps in the window then, whatever the
 	// membership change that made it inherited.
-	kept    bool
-	origins []*originState          // one per instance that reported
-	byName  map[string]*originState // origins by name, once there are more than originsScan
-	view    *windowView             // see aligned
-	counted int64                   // the origins' cumulative counts added up (sum)
-	snaps   int                     // how many origins have a predecessor's knowledge (snapFrom)
+	ownedThroughout bool
+	origins         []*originState          // one per instance that reported
+	byName          map[string]*originState // origins by name, once there are more than originsScan
+	view            *windowView             // see aligned
+	counted         int64                   // the origins' cumulative counts added up
+	snaps           int                     // how many origins have a predecessor's knowledge (snapFrom)
 }
 
 type originState struct {
@@ -418,7 +418,7 @@ func (o *Owner) Report(now time.Time, origin string, incarnation uint64, r *Repo
 			inherited: o.members.changedAt > r.Key.WindowStart-int64(o.cfg.Settle),
 		}
 		if w.inherited {
-			w.kept = o.ownedSince(r.Key.SeriesHash(), r.Key.WindowStart-int64(o.cfg.Settle))
+			w.ownedThroughout = o.ownedSince(r.Key.SeriesHash(), r.Key.WindowStart-int64(o.cfg.Settle))
 		}
 		o.windows[r.Key] = w
 	}
@@ -560,15 +560,6 @@ func (w *ownerWindow) hidden() int64 {
 		h = max(h, o.snapOthers-(snapOwn-o.snapOwn))
 	}
 	return h
-}
-
-// sum adds up the origins' cumulative counts.
-func (w *ownerWindow) sum() int64 {
-	var sum int64
-	for _, s := range w.origins {
-		sum += s.total()
-	}
-	return sum
 }
 
 // Sweep drops windows that ended more than a period plus the grace ago,

@@ -499,3 +499,13 @@ func TestOwnerThatKeptTheSeriesGrantsThroughALoss(t *testing.T) {
 		})
 	}
 }
+
+// sum adds up the origins' cumulative counts the long way: what
+// ownerWindow.counted must equal.
+func (w *ownerWindow) sum() int64 {
+	var sum int64
+	for _, s := range w.origins {
+		sum += s.total()
+	}
+	return sum
+}

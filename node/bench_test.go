@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/peerlimit/peerlimit/counters"
+	"github.com/peerlimit/peerlimit/internal/cputime"
 	"github.com/peerlimit/peerlimit/peerpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -139,11 +140,11 @@ func BenchmarkSyncCost(b *testing.B) {
 				take()
 				runtime.ReadMemStats(&ms)
 				m0, h0 := ms.Mallocs, ms.TotalAlloc
-				c0 := cpuTime()
+				c0 := cputime.Self()
 				b.StartTimer()
 				interval()
 				b.StopTimer()
-				cpu += cpuTime() - c0
+				cpu += cputime.Self() - c0
 				runtime.ReadMemStats(&ms)
 				mallocs += ms.Mallocs - m0
 				heap += ms.TotalAlloc - h0

@@ -11,6 +11,7 @@ import (
 
 	"github.com/peerlimit/peerlimit/counters"
 	"github.com/peerlimit/peerlimit/peerpb"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // The packed sync encoding (SyncRequest.session .. packed_count and
@@ -178,10 +179,6 @@ func (c *encoder) index(en *counters.Entry) (int64, bool) {
 	return int64(len(d.ents) - 1), true
 }
 
-func zig(v int64) uint64 { return uint64(v<<1) ^ uint64(v>>63) }
-
-func unzig(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
-
 // name returns the reference of an owner name and run (0 for none).
 func (c *encoder) name(n string, inc uint64) uint64 {
 	if n == "" {
@@ -200,10 +197,10 @@ func (c *encoder) name(n string, inc uint64) uint64 {
 // add appends the report of the window at index i.
 func (c *encoder) add(i int64, r *counters.Report) {
 	b := c.buf
-	b = binary.AppendUvarint(b, zig(i-c.prev-1))
+	b = binary.AppendUvarint(b, protowire.EncodeZigZag(i-c.prev-1))
 	c.prev = i
 	p := int64(r.Key.Period)
-	b = binary.AppendUvarint(b, zig(c.at/p-r.Key.WindowStart/p))
+	b = binary.AppendUvarint(b, protowire.EncodeZigZag(c.at/p-r.Key.WindowStart/p))
 	b = binary.AppendUvarint(b, uint64(r.Own))
 	b = binary.AppendUvarint(b, uint64(r.Demand))
 	kf := c.name(r.KnownFrom, r.KnownFromIncarnation)
@@ -222,9 +219,9 @@ func (c *encoder) add(i int64, r *counters.Report) {
 	if cf != kf {
 		b = binary.AppendUvarint(b, cf)
 	}
-	b = binary.AppendUvarint(b, zig(r.Cap-r.Own))
-	b = binary.AppendUvarint(b, zig(r.Own-r.KnownAcked))
-	b = binary.AppendUvarint(b, zig(r.KnownGlobal-r.KnownAcked))
+	b = binary.AppendUvarint(b, protowire.EncodeZigZag(r.Cap-r.Own))
+	b = binary.AppendUvarint(b, protowire.EncodeZigZag(r.Own-r.KnownAcked))
+	b = binary.AppendUvarint(b, protowire.EncodeZigZag(r.KnownGlobal-r.KnownAcked))
 	c.buf = b
 	c.n++
 }
@@ -280,7 +277,7 @@ func (r *reader) u() uint64 {
 	return v
 }
 
-func (r *reader) z() int64 { return unzig(r.u()) }
+func (r *reader) z() int64 { return protowire.DecodeZigZag(r.u()) }
 
 // count reads an unsigned count and checks it is at most MaxCount.
 func (r *reader) count() int64 {
@@ -540,9 +537,9 @@ func appendTotal(b []byte, own int64, a counters.Answer) []byte {
 	}
 	b = binary.AppendUvarint(b, flags)
 	if a.HasGrant {
-		b = binary.AppendUvarint(b, zig(a.Grant-own))
+		b = binary.AppendUvarint(b, protowire.EncodeZigZag(a.Grant-own))
 	}
-	return binary.AppendUvarint(b, zig(a.Spare))
+	return binary.AppendUvarint(b, protowire.EncodeZigZag(a.Spare))
 }
 
 // readTotal decodes one total of a packed answer.

@@ -75,26 +75,20 @@ func (r *Ring) Set(members []string) bool {
 // The owner is that of partition keyHash % PartitionCount, which is what
 // consistent's FindPartitionID computes from the hash. Owner takes no lock
 // and does not allocate.
-func (r *Ring) Owner(keyHash uint64) (string, bool) {
-	owners := r.snap.Load().owners
-	if len(owners) == 0 {
+func (r *Ring) Owner(keyHash uint64) (string, bool) { return r.snap.Load().owner(keyHash) }
+
+// owner is Owner on one build of the ring.
+func (s *snapshot) owner(keyHash uint64) (string, bool) {
+	if len(s.owners) == 0 {
 		return "", false
 	}
-	return owners[keyHash%uint64(len(owners))], true
+	return s.owners[keyHash%uint64(len(s.owners))], true
 }
 
 // OwnerFunc returns the current ownership as a function: it answers as
 // Owner does for the ring as it is now, and keeps doing so after later
 // calls to Set (it holds this build of the ring, which Set never changes).
-func (r *Ring) OwnerFunc() func(keyHash uint64) (string, bool) {
-	owners := r.snap.Load().owners
-	return func(keyHash uint64) (string, bool) {
-		if len(owners) == 0 {
-			return "", false
-		}
-		return owners[keyHash%uint64(len(owners))], true
-	}
-}
+func (r *Ring) OwnerFunc() func(keyHash uint64) (string, bool) { return r.snap.Load().owner }
 
 // Locate returns the owner of key: it is Owner(xxhash.Sum64(key)), and gives
 // the same member as consistent's LocateKey(key) for the same members and

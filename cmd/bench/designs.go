@@ -10,6 +10,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/peerlimit/peerlimit/counters"
+	"github.com/peerlimit/peerlimit/internal/cputime"
 	"github.com/peerlimit/peerlimit/node"
 	"github.com/peerlimit/peerlimit/redisstore"
 )
@@ -48,7 +49,7 @@ func (e env) redisCPU() time.Duration {
 	if e.redisPID == 0 {
 		return 0
 	}
-	return pidCPU(e.redisPID)
+	return cputime.Of(e.redisPID)
 }
 
 type designSpec struct {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/peerlimit/peerlimit/counters"
+	"github.com/peerlimit/peerlimit/internal/cputime"
 )
 
 // result is one design's figures from one run.
@@ -142,7 +143,7 @@ func throughput(ctx context.Context, d design, e env, base int, r *result) error
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 	calls0 := d.coordCalls()
-	cpu0, rcpu0 := processCPU(), e.redisCPU()
+	cpu0, rcpu0 := cputime.Self(), e.redisCPU()
 	start := time.Now()
 	timer := time.AfterFunc(o.Duration, func() { stop.Store(true) })
 	defer timer.Stop()
@@ -174,7 +175,7 @@ func throughput(ctx context.Context, d design, e env, base int, r *result) error
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	cpu1, rcpu1 := processCPU(), e.redisCPU()
+	cpu1, rcpu1 := cputime.Self(), e.redisCPU()
 	calls1 := d.coordCalls()
 	runtime.ReadMemStats(&m1)
 	if err := ctx.Err(); err != nil {
@@ -257,7 +258,7 @@ func accuracy(ctx context.Context, d design, e env, base int, r *result) error {
 	var inflight sync.WaitGroup // requests still being decided
 	slots := make(chan struct{}, maxInflight)
 	calls0 := d.coordCalls()
-	cpu0, rcpu0 := processCPU(), e.redisCPU()
+	cpu0, rcpu0 := cputime.Self(), e.redisCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for g := 0; g < G; g++ {
@@ -341,7 +342,7 @@ func accuracy(ctx context.Context, d design, e env, base int, r *result) error {
 	}
 	elapsed := time.Since(start).Seconds()
 	r.CoordPerSecPaced = float64(d.coordCalls()-calls0) / elapsed
-	r.PacedCores = (processCPU() - cpu0).Seconds() / elapsed
+	r.PacedCores = (cputime.Self() - cpu0).Seconds() / elapsed
 	r.PacedRedisCores = (e.redisCPU() - rcpu0).Seconds() / elapsed
 	r.AccuracyErrors = errs.Load()
 	r.PacingDropped = dropped.Load()

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/peerlimit/peerlimit/internal/cputime"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -150,7 +151,7 @@ func (p *proc) stop() {
 }
 
 // cpu is the CPU time the process has used so far (0 where unknown).
-func (p *proc) cpu() time.Duration { return pidCPU(p.cmd.Process.Pid) }
+func (p *proc) cpu() time.Duration { return cputime.Of(p.cmd.Process.Pid) }
 
 // startNull re-executes this program as a null server.
 func startNull(name string, env []string) (*proc, error) {

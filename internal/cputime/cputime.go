@@ -1,10 +1,11 @@
-package main
+// Package cputime reads how much CPU time a process has used, for the
+// benchmarks and load harnesses that report CPU per operation.
+package cputime
 
 import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -12,9 +13,9 @@ import (
 // every mainstream architecture).
 const clockTick = 10 * time.Millisecond
 
-// pidCPU returns the CPU time (user + system, every thread) process pid
-// has used, from /proc/PID/stat, or 0 if it cannot be read.
-func pidCPU(pid int) time.Duration {
+// Of returns the CPU time (user + system, every thread) process pid has
+// used, from /proc/PID/stat (Linux), or 0 if it cannot be read.
+func Of(pid int) time.Duration {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0
@@ -36,9 +37,4 @@ func pidCPU(pid int) time.Duration {
 		return 0
 	}
 	return time.Duration(ut+st) * clockTick
-}
-
-// childAttr makes a server process die with rlsbench, however it ends.
-func childAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
