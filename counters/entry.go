@@ -8,7 +8,9 @@ import (
 
 // Slot is the state of one window of one counter series on this instance.
 // It holds what the decision needs and what the sync protocol reports and
-// learns. All counts are in cost units.
+// learns. All counts are in cost units. Its fields are ordered so that the
+// narrow ones share words: a table holds two slots per series (see
+// TestStructSizes).
 type Slot struct {
 	// Start is the window's start in Unix nanoseconds.
 	Start int64
@@ -28,23 +30,26 @@ type Slot struct {
 	// Granted is the owner's lease: the value Own may reach in this window.
 	// HasGrant says one arrived; GrantedAt when (Unix nanoseconds).
 	Granted   int64
-	HasGrant  bool
 	GrantedAt int64
-	// Carry says the grant stays valid into the next window (the owner said
-	// so), until the owner answers there. A carried grant carries once.
-	Carry bool
-	// GrantFrom and GrantFromIncarnation name the owner (and its run) that
-	// granted the lease; they are reported with it, so that a later owner
-	// can tell caps another owner granted from its own.
-	GrantFrom            string
-	GrantFromIncarnation uint64
 	// Spare is the owner's last word on budget this instance may still get
 	// (see Answer.Spare), and Informed says the grant was made knowing this
 	// instance's demand: the report it answered carried demand, or the
 	// owner let it carry into this window. An owner that answered a report
 	// without demand did not know this instance wanted more.
-	Spare    int64
-	Informed bool
+	Spare int64
+	// Epoch is opaque to this package: the node records in it (the low 32
+	// bits of) the ring version under which the owner last acknowledged the
+	// slot, so that a new owner gets every count again after a membership
+	// change.
+	Epoch uint32
+	// GrantFrom names the owner (and its run) that granted the lease; it is
+	// reported with it, so that a later owner can tell caps another owner
+	// granted from its own. Table.Peer resolves it.
+	GrantFrom PeerID
+	// From names the owner (and its run) that answered Global, reported
+	// back so that a later owner can tell its own answers from a
+	// predecessor's knowledge. Table.Peer resolves it.
+	From PeerID
 	// Fallback says the instance fell back to its static share in this
 	// window (it held no grant and had not heard from the key's owner since
 	// before the window began): the share of FallbackMembers instances at
@@ -53,17 +58,13 @@ type Slot struct {
 	// new one, after a membership change), so that the instance never
 	// holds less than it may already have admitted, and never more than
 	// the share the owners reserved for it.
-	Fallback                       bool
 	FallbackMembers, FallbackIndex int32
-	// Epoch is opaque to this package: the node records in it the ring
-	// version under which the owner last acknowledged the slot, so that a
-	// new owner gets every count again after a membership change.
-	Epoch uint64
-	// From and FromIncarnation name the owner (and its run) that answered
-	// Global, reported back so that a later owner can tell its own answers
-	// from a predecessor's knowledge.
-	From            string
-	FromIncarnation uint64
+	HasGrant                       bool
+	// Carry says the grant stays valid into the next window (the owner said
+	// so), until the owner answers there. A carried grant carries once.
+	Carry    bool
+	Informed bool
+	Fallback bool
 }
 
 // Unreported returns Own - Acked.
@@ -151,7 +152,7 @@ func (e *Entry) advance(now int64, t *Table) bool {
 				// nothing does, and a request beyond the grant is refused at
 				// once; otherwise it asks (it is pending).
 				next.Informed, next.Spare = true, p.Spare
-				next.GrantFrom, next.GrantFromIncarnation = p.GrantFrom, p.GrantFromIncarnation
+				next.GrantFrom = p.GrantFrom
 				next.Epoch = p.Epoch
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestHeapPerSeries measures the heap a table holds per series, filled to
@@ -45,4 +46,48 @@ func TestHeapPerSeries(t *testing.T) {
 		t.Errorf("%.0f bytes per series, more than the 530 recorded (481 measured at 1,000,000)", per)
 	}
 	runtime.KeepAlive(tb)
+}
+
+// TestStructSizes holds the structs a table keeps per series to the sizes
+// their layout was chosen for: a field that breaks a packed word, or one
+// more, shows here before it shows in TestHeapPerSeries.
+func TestStructSizes(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"Slot", unsafe.Sizeof(Slot{}), 96},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("unsafe.Sizeof(%s) = %d, want %d", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+// TestPeerID checks that a table names every member run by one id, tells
+// runs of one member apart, and resolves ids back.
+func TestPeerID(t *testing.T) {
+	tb, err := NewTable(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := tb.PeerID("", 0); id != 0 {
+		t.Errorf(`PeerID("", 0) = %d, want 0`, id)
+	}
+	a1, a2, b1 := tb.PeerID("a", 1), tb.PeerID("a", 2), tb.PeerID("b", 1)
+	if a1 == 0 || a1 == a2 || a1 == b1 || a2 == b1 {
+		t.Fatalf("ids a/1 %d, a/2 %d, b/1 %d: want distinct and non-zero", a1, a2, b1)
+	}
+	if id := tb.PeerID(string([]byte("a")), 1); id != a1 {
+		t.Errorf("a/1 again: id %d, want %d", id, a1)
+	}
+	for _, tc := range []struct {
+		id   PeerID
+		name string
+		inc  uint64
+	}{{0, "", 0}, {a1, "a", 1}, {a2, "a", 2}, {b1, "b", 1}, {b1 + 1, "", 0}} {
+		if name, inc := tb.Peer(tc.id); name != tc.name || inc != tc.inc {
+			t.Errorf("Peer(%d) = %q/%d, want %q/%d", tc.id, name, inc, tc.name, tc.inc)
+		}
+	}
 }

@@ -80,6 +80,7 @@ type Table struct {
 	askMu      sync.Mutex
 	asking     []*Entry     // series with a pending decision since the last TakeAsking
 	interned   sync.Map     // endpoints and methods (intern): string -> string
+	peers      peers        // member runs named in slots (PeerID)
 	internN    atomic.Int64 // entries in interned
 	max        int64        // MaxEntries
 	count      atomic.Int64 // series held, overflow series included

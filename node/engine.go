@@ -527,7 +527,7 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 			// (others keep admitting), and under leases a quiet instance's
 			// zero demand lets the owner move its budget to busier ones. The
 			// previous window only when something changed or its owner did.
-			if !all && s != en.Current() && s.Own == s.Acked && s.Demand == 0 && s.Epoch == epoch {
+			if !all && s != en.Current() && s.Own == s.Acked && s.Demand == 0 && s.Epoch == uint32(epoch) {
 				continue
 			}
 			b := byOwner[owner]
@@ -567,6 +567,8 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 				}
 			}
 			r := ref{e: en, start: s.Start, own: s.Own, demand: s.Demand, epoch: epoch}
+			capFrom, capFromInc := e.table.Peer(s.GrantFrom)
+			knownFrom, knownFromInc := e.table.Peer(s.From)
 			s.Demand = 0 // in flight; Fail puts it back
 			rep := counters.Report{
 				Key:       key(en, s.Start),
@@ -578,12 +580,12 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 				HasGrant:  has,
 				Carry:     has && s.Carry,
 
-				CapFrom:              s.GrantFrom,
-				CapFromIncarnation:   s.GrantFromIncarnation,
+				CapFrom:              capFrom,
+				CapFromIncarnation:   capFromInc,
 				KnownGlobal:          s.Global,
 				KnownAcked:           s.Acked,
-				KnownFrom:            s.From,
-				KnownFromIncarnation: s.FromIncarnation,
+				KnownFrom:            knownFrom,
+				KnownFromIncarnation: knownFromInc,
 			}
 			if b == nil {
 				local = append(local, r)
@@ -630,12 +632,13 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 	})
 	flush()
 	// Windows this member owns: merged locally, without a call.
+	self := e.table.PeerID(e.cfg.Name, e.cfg.Incarnation)
 	for i := range local {
 		if i%32 == 0 {
 			touch(local[i:min(i+32, len(local))])
 		}
 		ans := e.owner.Report(now, e.cfg.Name, e.cfg.Incarnation, &localReps[i])
-		apply(nowNs, &local[i], ans, e.cfg.Name, e.cfg.Incarnation)
+		apply(nowNs, &local[i], ans, self)
 	}
 	if e.cfg.Central == "" {
 		clear(local) // keeps no series alive
@@ -695,9 +698,10 @@ func (e *Engine) Apply(now time.Time, b *Batch, resp *peerpb.SyncResponse) error
 		l.ack.Store(resp.Seq)
 		l.packed.Store(resp.PackedOk)
 	}
+	from := e.table.PeerID(b.Owner, resp.Incarnation)
 	for i := range b.refs {
 		t := resp.Totals[i]
-		apply(nowNs, &b.refs[i], counters.Answer{Global: t.Global, Grant: t.Grant, HasGrant: t.HasGrant, Carry: t.Carry, Spare: t.Spare}, b.Owner, resp.Incarnation)
+		apply(nowNs, &b.refs[i], counters.Answer{Global: t.Global, Grant: t.Grant, HasGrant: t.HasGrant, Carry: t.Carry, Spare: t.Spare}, from)
 	}
 	return nil
 }
@@ -712,7 +716,7 @@ func touch(refs []ref) {
 	runtime.KeepAlive(x)
 }
 
-func apply(nowNs int64, r *ref, a counters.Answer, from string, fromInc uint64) {
+func apply(nowNs int64, r *ref, a counters.Answer, from counters.PeerID) {
 	r.e.Lock()
 	defer r.e.Unlock()
 	s := r.e.Slot(r.start)
@@ -728,12 +732,12 @@ func apply(nowNs int64, r *ref, a counters.Answer, from string, fromInc uint64) 
 		s.Global = max(s.Global, s.Acked)
 	}
 	s.GlobalAt = nowNs
-	s.Epoch = r.epoch
-	s.From, s.FromIncarnation = from, fromInc
+	s.Epoch = uint32(r.epoch)
+	s.From = from
 	if a.HasGrant {
 		s.Granted, s.HasGrant, s.GrantedAt, s.Carry = a.Grant, true, nowNs, a.Carry
 		s.Fallback = false
-		s.GrantFrom, s.GrantFromIncarnation = from, fromInc
+		s.GrantFrom = from
 	}
 	s.Spare, s.Informed = a.Spare, r.demand > 0
 }

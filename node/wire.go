@@ -595,11 +595,12 @@ func (e *Engine) applyPacked(now time.Time, b *Batch, resp *peerpb.SyncResponse)
 		l.ack.Store(resp.Seq)
 	}
 	r = reader{b: resp.Packed}
+	from := e.table.PeerID(b.Owner, resp.Incarnation)
 	for i := range b.refs {
 		if i%32 == 0 {
 			touch(b.refs[i:min(i+32, len(b.refs))])
 		}
-		apply(nowNs, &b.refs[i], readTotal(&r, b.refs[i].own), b.Owner, resp.Incarnation)
+		apply(nowNs, &b.refs[i], readTotal(&r, b.refs[i].own), from)
 	}
 	return nil
 }
