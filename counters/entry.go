@@ -73,29 +73,58 @@ func (s *Slot) Unreported() int64 { return s.Own - s.Acked }
 // Entry is one counter series (tenant, endpoint, method, period) in a Table,
 // with the slots of its current and previous windows. Its fields are guarded
 // by its own mutex; use Lock and Unlock (or the methods that take it) around
-// any access from outside a Take.
+// any access from outside a Take. A table holds a million of them: the
+// fields are ordered so that the narrow ones share words, and what the
+// series of one tier share (endpoint, method, period) is held once, by the
+// table, behind sc (see TestStructSizes).
 type Entry struct {
 	mu sync.Mutex
 
-	key   uint64 // creation order in its table: the order Takes lock entries in
-	hash  uint64 // series hash
-	scope uint64 // hash of endpoint, method and period (see Limit.Prepare)
-
-	tenant, endpoint, method string
-	period                   int64
+	hash   uint64 // series hash; with the identity, the order Takes lock entries in (before)
+	sc     *scope // endpoint, method and period, shared by the tier's series
+	tenant string
 
 	threshold int64
-	cur, prev Slot
-	alg       Algorithm
-	dead      bool // removed from the table; a Take that sees it retries
-	quiet     bool // moved into cur by the sync (AdvanceCarried), life not yet extended
-	asking    bool // in the table's asking list (a decision was pending)
-	// wire is opaque to this package (see WireIndex); it fills what would
-	// be padding after the flags above.
-	wire uint32
+	expiresAt atomic.Int64 // Unix ns after which the entry is of no use; orders evictions (score)
+	// wire is opaque to this package (see WireIndex).
+	wire  uint32
+	alg   Algorithm
+	dead  bool // removed from the table; a Take that sees it retries
+	quiet bool // moved into cur by the sync (AdvanceCarried), life not yet extended
+	// asking says the entry is in the table's asking list (a decision was
+	// pending).
+	asking bool
 
-	lastUsed  atomic.Int64 // Unix ns of the last Take, for eviction
-	expiresAt atomic.Int64 // Unix ns after which the entry is of no use
+	cur, prev Slot
+}
+
+// scope is what the series of one tier share: endpoint, method, period
+// and the hash of the three (see Limit.Prepare). A table interns one per
+// tier (Table.scopeOf); it never changes.
+type scope struct {
+	hash             uint64
+	period           int64
+	endpoint, method string
+}
+
+// before reports whether a Take locks a before b: in the order of their
+// series hashes, and of their identities when the hashes are equal, so
+// that concurrent Takes over overlapping series cannot deadlock.
+func (a *Entry) before(b *Entry) bool {
+	if a.hash != b.hash {
+		return a.hash < b.hash
+	}
+	if a.tenant != b.tenant {
+		return a.tenant < b.tenant
+	}
+	x, y := a.sc, b.sc
+	switch {
+	case x.period != y.period:
+		return x.period < y.period
+	case x.endpoint != y.endpoint:
+		return x.endpoint < y.endpoint
+	}
+	return x.method < y.method
 }
 
 // matches reports whether the entry is l's series. Its series hash already
@@ -104,10 +133,10 @@ type Entry struct {
 // spares comparing the long endpoint pattern on every decision.
 func (e *Entry) matches(l *Limit) bool {
 	if l.scope != 0 {
-		return e.scope == l.scope && e.tenant == l.Tenant
+		return e.sc.hash == l.scope && e.tenant == l.Tenant
 	}
-	return e.period == int64(l.Period) && e.tenant == l.Tenant &&
-		e.endpoint == l.Endpoint && e.method == l.Method
+	return e.sc.period == int64(l.Period) && e.tenant == l.Tenant &&
+		e.sc.endpoint == l.Endpoint && e.sc.method == l.Method
 }
 
 // roll moves the entry to the window holding now (see advance) and, since a
@@ -116,7 +145,7 @@ func (e *Entry) matches(l *Limit) bool {
 func (e *Entry) roll(now int64, t *Table) {
 	if e.advance(now, t) || e.quiet {
 		e.quiet = false
-		e.expiresAt.Store(e.cur.Start + 2*e.period + t.grace)
+		e.expiresAt.Store(e.cur.Start + 2*e.sc.period + t.grace)
 	}
 }
 
@@ -133,15 +162,16 @@ func (e *Entry) roll(now int64, t *Table) {
 // window. It carries once; whatever owner the ring names then learns of it
 // with the first report.
 func (e *Entry) advance(now int64, t *Table) bool {
-	if now-e.cur.Start < e.period { // still in the current window (or skewed behind it): no division
+	period := e.sc.period
+	if now-e.cur.Start < period { // still in the current window (or skewed behind it): no division
 		return false
 	}
-	start := WindowStart(now, e.period)
+	start := WindowStart(now, period)
 	if start <= e.cur.Start {
 		return false
 	}
 	next := Slot{Start: start}
-	if start == e.cur.Start+e.period {
+	if start == e.cur.Start+period {
 		e.prev = e.cur
 		if p := &e.prev; p.HasGrant && p.Carry {
 			if carry, _ := t.contactWith(e.hash, start); carry {
@@ -157,7 +187,7 @@ func (e *Entry) advance(now int64, t *Table) bool {
 			}
 		}
 	} else {
-		e.prev = Slot{Start: start - e.period}
+		e.prev = Slot{Start: start - period}
 	}
 	e.cur = next
 	return true
@@ -169,11 +199,11 @@ func (e *Entry) weight(now int64) float64 {
 	if e.alg != Sliding {
 		return 0
 	}
-	elapsed := now - e.cur.Start
-	if elapsed < 0 || elapsed >= e.period {
+	elapsed, period := now-e.cur.Start, e.sc.period
+	if elapsed < 0 || elapsed >= period {
 		return 0
 	}
-	return float64(e.period-elapsed) / float64(e.period)
+	return float64(period-elapsed) / float64(period)
 }
 
 func weighted(n int64, w float64) int64 {
@@ -210,14 +240,15 @@ func (e *Entry) view(now int64, cost int64, members, index int) View {
 // until enough of the previous window has slid out, if that happens before
 // the window ends.
 func (e *Entry) retryAfter(now int64, v *View) time.Duration {
-	reset := e.cur.Start + e.period - now
+	period := e.sc.period
+	reset := e.cur.Start + period - now
 	if e.alg == Sliding && v.PrevGlobal > 0 {
 		curUsed := v.Global + v.Own - v.Acked
 		room := v.Threshold - curUsed - v.Cost
 		prevTotal := e.prev.Global + e.prev.Unreported()
 		if room >= 0 && prevTotal > 0 {
 			// prevTotal * (period - elapsed') / period <= room
-			need := int64(float64(e.period) * (1 - float64(room)/float64(prevTotal)))
+			need := int64(float64(period) * (1 - float64(room)/float64(prevTotal)))
 			if wait := e.cur.Start + need - now; wait < reset {
 				return time.Duration(max(wait, 0))
 			}
@@ -229,11 +260,11 @@ func (e *Entry) retryAfter(now int64, v *View) time.Duration {
 // Identity returns the entry's series: tenant, endpoint, method and period.
 // It needs no lock: these never change.
 func (e *Entry) Identity() (tenant, endpoint, method string, period time.Duration) {
-	return e.tenant, e.endpoint, e.method, time.Duration(e.period)
+	return e.tenant, e.sc.endpoint, e.sc.method, time.Duration(e.sc.period)
 }
 
 // PeriodOf returns the series' period. It needs no lock.
-func (e *Entry) PeriodOf() time.Duration { return time.Duration(e.period) }
+func (e *Entry) PeriodOf() time.Duration { return time.Duration(e.sc.period) }
 
 // Hash returns the entry's series hash (the ring places the series by it).
 func (e *Entry) Hash() uint64 { return e.hash }
@@ -264,7 +295,8 @@ func (e *Entry) Slot(start int64) *Slot {
 // WireIndex and SetWireIndex hold a number opaque to this package: the node
 // records in it where the series stands in the dictionary of keys it
 // shares with the series' owner, which spares a map lookup per series and
-// interval. Call them with the entry locked. Zero until set.
+// interval. Call them with the entry locked. Zero until set. It fills what
+// would be padding next to the entry's flags.
 func (e *Entry) WireIndex() uint32 { return e.wire }
 
 // SetWireIndex sets what WireIndex returns.

@@ -57,6 +57,7 @@ func TestStructSizes(t *testing.T) {
 		got, want uintptr
 	}{
 		{"Slot", unsafe.Sizeof(Slot{}), 96},
+		{"Entry", unsafe.Sizeof(Entry{}), 256},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("unsafe.Sizeof(%s) = %d, want %d", tc.name, tc.got, tc.want)
@@ -88,6 +89,94 @@ func TestPeerID(t *testing.T) {
 	}{{0, "", 0}, {a1, "a", 1}, {a2, "a", 2}, {b1, "b", 1}, {b1 + 1, "", 0}} {
 		if name, inc := tb.Peer(tc.id); name != tc.name || inc != tc.inc {
 			t.Errorf("Peer(%d) = %q/%d, want %q/%d", tc.id, name, inc, tc.name, tc.inc)
+		}
+	}
+}
+
+// TestScopeShared checks that the series of one tier share one scope (its
+// endpoint and method held once), prepared or not, and that tiers differing
+// in endpoint, method or period do not.
+func TestScopeShared(t *testing.T) {
+	tb, err := NewTable(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := Limit{Endpoint: "/v1/{id}", Method: "GET", Period: time.Second, Threshold: 10}
+	get := func(l Limit, tenant string) *Entry {
+		l.Tenant = tenant
+		if !tb.Allow(at(0), l) {
+			t.Fatalf("%+v denied", l)
+		}
+		return tb.Get(l.Tenant, l.Endpoint, l.Method, l.Period)
+	}
+	a := get(base, "a")
+	if b := get(base.Prepare(), "b"); b.sc != a.sc {
+		t.Error("two series of one tier, one limit prepared: scopes differ")
+	}
+	if c := get(Limit{Endpoint: "/v1/{id}", Method: "GET", Period: time.Second, Threshold: 99}, "c"); c.sc != a.sc {
+		t.Error("a tier's threshold changed the scope: it is not part of the identity")
+	}
+	for _, l := range []Limit{
+		{Endpoint: "/v2/{id}", Method: "GET", Period: time.Second, Threshold: 10},
+		{Endpoint: "/v1/{id}", Method: "PUT", Period: time.Second, Threshold: 10},
+		{Endpoint: "/v1/{id}", Method: "GET", Period: 2 * time.Second, Threshold: 10},
+	} {
+		if e := get(l, "a"); e.sc == a.sc {
+			t.Errorf("%+v shares the scope of %+v", l, base)
+		} else if tenant, ep, m, p := e.Identity(); tenant != "a" || ep != l.Endpoint || m != l.Method || p != l.Period {
+			t.Errorf("Identity() = %q %q %q %v, want %+v", tenant, ep, m, p, l)
+		}
+	}
+}
+
+// TestLockOrder checks that Entry.before is a strict total order over
+// distinct series, hash collisions included: two Takes lock any two
+// series in the same order.
+func TestLockOrder(t *testing.T) {
+	sc1 := &scope{period: 1, endpoint: "/a", method: "GET"}
+	ents := []*Entry{
+		{hash: 1, tenant: "x", sc: sc1},
+		{hash: 1, tenant: "y", sc: sc1},
+		{hash: 1, tenant: "x", sc: &scope{period: 2, endpoint: "/a", method: "GET"}},
+		{hash: 1, tenant: "x", sc: &scope{period: 1, endpoint: "/b", method: "GET"}},
+		{hash: 1, tenant: "x", sc: &scope{period: 1, endpoint: "/a", method: "PUT"}},
+		{hash: 0, tenant: "z", sc: sc1},
+		{hash: 2, tenant: "a", sc: sc1},
+	}
+	for i, a := range ents {
+		if a.before(a) {
+			t.Errorf("entry %d before itself", i)
+		}
+		for j, b := range ents {
+			if i != j && a.before(b) == b.before(a) {
+				t.Errorf("entries %d and %d: before %v both ways", i, j, a.before(b))
+			}
+			for k, c := range ents {
+				if a.before(b) && b.before(c) && !a.before(c) {
+					t.Errorf("entries %d < %d < %d but not %d < %d", i, j, k, i, k)
+				}
+			}
+		}
+	}
+	// One series as two entries (evicted and made anew between a Take's
+	// lookups) has no order: the Take looks again.
+	again := &Entry{hash: 1, tenant: "x", sc: &scope{period: 1, endpoint: "/a", method: "GET"}}
+	for _, tc := range []struct {
+		ents []*Entry
+		want bool
+	}{
+		{[]*Entry{ents[0], ents[1], ents[6]}, false},
+		{[]*Entry{ents[0], ents[0], ents[1]}, false},
+		{[]*Entry{ents[5], ents[0], again}, true},
+		{[]*Entry{again, ents[0]}, true},
+	} {
+		var es [MaxLimits]*Entry
+		var order [MaxLimits]uint8
+		for i, e := range tc.ents {
+			es[i], order[i] = e, uint8(i)
+		}
+		if got := twice(&es, &order, len(tc.ents)); got != tc.want {
+			t.Errorf("twice(%v) = %v, want %v", tc.ents, got, tc.want)
 		}
 	}
 }

@@ -71,19 +71,18 @@ type Table struct {
 	grace  int64
 	shards []shard
 	mask   uint64
-	seq    atomic.Uint64 // creation order of entries, for lock ordering
 
 	share    atomic.Uint64 // members<<32 | index
 	contact  atomic.Pointer[ContactFunc]
 	minority atomic.Pointer[minority] // see SetMinority; nil: none
 
 	askMu      sync.Mutex
-	asking     []*Entry     // series with a pending decision since the last TakeAsking
-	interned   sync.Map     // endpoints and methods (intern): string -> string
-	peers      peers        // member runs named in slots (PeerID)
-	internN    atomic.Int64 // entries in interned
-	max        int64        // MaxEntries
-	count      atomic.Int64 // series held, overflow series included
+	asking     []*Entry                            // series with a pending decision since the last TakeAsking
+	peers      peers                               // member runs named in slots (PeerID)
+	scopeMu    sync.Mutex                          // serialises additions to scopes
+	scopes     atomic.Pointer[map[scopeKey]*scope] // interned tiers (scopeOf); replaced, never changed
+	max        int64                               // MaxEntries
+	count      atomic.Int64                        // series held, overflow series included
 	evicted    atomic.Uint64
 	expired    atomic.Uint64
 	overflowed atomic.Uint64 // new series sent to an overflow series
@@ -235,7 +234,7 @@ func (t *Table) TakeAsking() []*Entry {
 // an instance whose traffic stopped. The entry must be locked.
 func (t *Table) AdvanceCarried(e *Entry, now time.Time) {
 	ns := now.UnixNano()
-	if e.cur.HasGrant && e.cur.Carry && WindowStart(ns, e.period) == e.cur.Start+e.period {
+	if e.cur.HasGrant && e.cur.Carry && WindowStart(ns, e.sc.period) == e.cur.Start+e.sc.period {
 		e.quiet = e.advance(ns, t)
 	}
 }
@@ -347,42 +346,63 @@ func (t *Table) create(s *shard, l *Limit, h uint64, now int64) (e *Entry, full 
 		}
 	}
 	e = &Entry{
-		key:       t.seq.Add(1),
 		hash:      h,
-		scope:     scopeHash(l.Endpoint, l.Method, l.Period),
+		sc:        t.scopeOf(l),
 		tenant:    strings.Clone(l.Tenant),
-		endpoint:  t.intern(l.Endpoint),
-		method:    t.intern(l.Method),
-		period:    int64(l.Period),
 		threshold: l.Threshold,
 		alg:       l.Algorithm,
 	}
 	e.roll(now, t)
-	e.lastUsed.Store(now)
 	s.insert(e)
 	return e, false
 }
 
-// maxInterned bounds the strings intern shares: endpoint patterns and
-// methods come from the limits configuration, a few dozen; past the bound
-// (a caller that makes up endpoints) each series gets its own copy.
+// maxInterned bounds the tiers scopeOf shares: endpoint patterns and
+// methods come from the limits configuration, a few dozen tiers; past the
+// bound (a caller that makes up endpoints) each series gets its own copy.
 const maxInterned = 4096
 
-// intern returns a copy of s shared by every series with the same endpoint
-// or method, so that a million series of one SLA hold its pattern once.
-func (t *Table) intern(s string) string {
-	if v, ok := t.interned.Load(s); ok {
-		return v.(string)
+// scopeKey is a tier's identity, the key of Table.scopes.
+type scopeKey struct {
+	endpoint, method string
+	period           int64
+}
+
+// scopeOf returns l's tier (endpoint, method, period and their hash),
+// shared by every series of the tier, so that a million series of one SLA
+// hold its pattern once and each a pointer to it. Lookups take no lock:
+// the map is replaced whole when a tier is added, which happens a few
+// dozen times in a table's life.
+func (t *Table) scopeOf(l *Limit) *scope {
+	k := scopeKey{l.Endpoint, l.Method, int64(l.Period)}
+	if m := t.scopes.Load(); m != nil {
+		if sc := (*m)[k]; sc != nil {
+			return sc
+		}
 	}
-	v := strings.Clone(s)
-	if t.internN.Load() >= maxInterned {
-		return v
+	sc := &scope{hash: l.scope, period: k.period, endpoint: strings.Clone(k.endpoint), method: strings.Clone(k.method)}
+	if sc.hash == 0 {
+		sc.hash = scopeHash(l.Endpoint, l.Method, l.Period)
 	}
-	if old, loaded := t.interned.LoadOrStore(v, v); loaded {
-		return old.(string)
+	t.scopeMu.Lock()
+	defer t.scopeMu.Unlock()
+	var old map[scopeKey]*scope
+	if m := t.scopes.Load(); m != nil {
+		old = *m
 	}
-	t.internN.Add(1)
-	return v
+	if have := old[k]; have != nil {
+		return have
+	}
+	if len(old) >= maxInterned {
+		return sc
+	}
+	m := make(map[scopeKey]*scope, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[scopeKey{sc.endpoint, sc.method, sc.period}] = sc
+	t.scopes.Store(&m)
+	return sc
 }
 
 // reserve counts a new series in if the table holds fewer than
@@ -467,8 +487,8 @@ func (s *shard) rebuild(capacity int) {
 const evictSample = 8
 
 // evictOne removes one series from a full shard: an expired one if the
-// sample holds one, else the least recently used of the sample's series
-// that hold no count in use (Entry.idle). The sample starts at a
+// sample holds one, else the least recently used (score) of the sample's
+// series that hold no count in use (Entry.idle). The sample starts at a
 // pseudo-random slot. It reports whether it removed one; the caller takes
 // its place in the table's count. s.mu must be held.
 func (t *Table) evictOne(s *shard, now int64) bool {
@@ -525,19 +545,22 @@ func (e *Entry) idle(now int64) bool {
 	if e.cur.Unreported() > 0 || e.prev.Unreported() > 0 {
 		return false
 	}
-	weighs := e.period // how long after its start a window's count counts
+	weighs := e.sc.period // how long after its start a window's count counts
 	if e.alg == Sliding {
 		weighs *= 2
 	}
 	return !(e.cur.Own > 0 && now < e.cur.Start+weighs) && !(e.prev.Own > 0 && now < e.prev.Start+weighs)
 }
 
-// score orders eviction candidates: expired series first, then by last use.
+// score orders eviction candidates: expired series first, then the one
+// whose last window in use ends first (its expiry): the least recently
+// used, to within a window, without a clock per series that every
+// decision would write.
 func score(e *Entry, now int64) int64 {
-	if e.expiresAt.Load() < now {
-		return -1 << 62
+	if exp := e.expiresAt.Load(); exp >= now {
+		return exp
 	}
-	return e.lastUsed.Load()
+	return -1 << 62
 }
 
 // Sweep removes every series whose last window ended more than the grace

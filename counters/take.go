@@ -89,12 +89,15 @@ func (t *Table) take(now time.Time, limits []Limit, cost int64, demand bool) (De
 			}
 			order[i] = uint8(i)
 		}
-		// Lock in table-key order so that concurrent Takes over overlapping
-		// series cannot deadlock. Insertion sort: n is tiny.
+		// Lock in a fixed order (Entry.before) so that concurrent Takes over
+		// overlapping series cannot deadlock. Insertion sort: n is tiny.
 		for i := 1; i < n; i++ {
-			for j := i; j > 0 && ents[order[j]].key < ents[order[j-1]].key; j-- {
+			for j := i; j > 0 && ents[order[j]].before(ents[order[j-1]]); j-- {
 				order[j], order[j-1] = order[j-1], order[j]
 			}
+		}
+		if twice(&ents, &order, n) {
+			continue // a series evicted and made anew between two lookups: look again
 		}
 		dead := false
 		for j := 0; j < n; j++ {
@@ -139,7 +142,7 @@ func (t *Table) take(now time.Time, limits []Limit, cost int64, demand bool) (De
 		for k := j + 1; k < n && ents[order[k]] == e; k++ {
 			c = max(c, limits[order[k]].weighted(cost))
 		}
-		e.charge(nowNs, c, d.Allowed, demand)
+		e.charge(c, d.Allowed, demand)
 	}
 	unlockAll(&ents, &order, n)
 	return d, nil
@@ -160,7 +163,7 @@ func (t *Table) takeOne(nowNs int64, l *Limit, cost int64, demand bool) (Decisio
 			continue
 		}
 		ok, d := t.check(nowNs, l, e, cost, t.share.Load())
-		e.charge(nowNs, cost, ok, demand)
+		e.charge(cost, ok, demand)
 		e.mu.Unlock()
 		return d, nil
 	}
@@ -181,7 +184,7 @@ func (t *Table) check(nowNs int64, l *Limit, e *Entry, cost int64, share uint64)
 		v.Restricted, v.Safe = true, SafeShare(v.Threshold, v.Members, v.Index, v.Hash, m.safe)
 	}
 	ok, rem := admit(p, &v)
-	reset := time.Duration(e.cur.Start + e.period - nowNs)
+	reset := time.Duration(e.cur.Start + e.sc.period - nowNs)
 	if !ok {
 		if lease && leasePending(&v) {
 			t.markAsking(e)
@@ -224,23 +227,29 @@ func admit(p Policy, v *View) (bool, int64) {
 // charge records the outcome of a decision in a locked entry: the cost is
 // demand either way (unless it was already, by the first decision of a
 // request decided again), and admitted cost is added to the own count.
-func (e *Entry) charge(nowNs, cost int64, admitted, demand bool) {
+func (e *Entry) charge(cost int64, admitted, demand bool) {
 	if admitted {
 		e.cur.Own += cost
 	}
 	if demand || e.cur.Demand == 0 {
 		e.cur.Demand += cost
 	}
-	// An atomic store is a locked instruction on amd64: refresh the eviction
-	// clock only when it has moved noticeably.
-	if nowNs-e.lastUsed.Load() > lastUsedResolution {
-		e.lastUsed.Store(nowNs)
-	}
 }
 
-// lastUsedResolution is how stale an entry's last-use time may be; eviction
-// only needs it roughly.
-const lastUsedResolution = int64(time.Millisecond)
+// twice reports whether two of the sorted entries are the same series
+// as two entries (neither is before the other): one was evicted and the
+// other made in its place between the lookups. Their order would then
+// depend on the order of the limits, and two Takes could lock them in
+// opposite orders.
+func twice(ents *[MaxLimits]*Entry, order *[MaxLimits]uint8, n int) bool {
+	for j := 1; j < n; j++ {
+		a, b := ents[order[j-1]], ents[order[j]]
+		if a != b && !a.before(b) {
+			return true
+		}
+	}
+	return false
+}
 
 func unlockAll(ents *[MaxLimits]*Entry, order *[MaxLimits]uint8, n int) {
 	for j := 0; j < n; j++ {
