@@ -380,10 +380,10 @@ func (t *Table) scopeOf(l *Limit) *scope {
 			return sc
 		}
 	}
-	sc := &scope{hash: l.scope, period: k.period, endpoint: strings.Clone(k.endpoint), method: strings.Clone(k.method)}
-	if sc.hash == 0 {
-		sc.hash = scopeHash(l.Endpoint, l.Method, l.Period)
-	}
+	// The hash is computed, not taken from a prepared l: every series of
+	// the tier shares it.
+	sc := &scope{hash: scopeHash(l.Endpoint, l.Method, l.Period), period: k.period,
+		endpoint: strings.Clone(k.endpoint), method: strings.Clone(k.method)}
 	t.scopeMu.Lock()
 	defer t.scopeMu.Unlock()
 	var old map[scopeKey]*scope
