@@ -251,7 +251,8 @@ type originState struct {
 	incarnation uint64
 	base        int64   // own counts of earlier incarnations
 	own         int64   // current incarnation's largest cumulative count
-	rate        float64 // demand per ns, smoothed (see Report)
+	rate        float64 // demand per ns, estimated (see Report)
+	mean, peak  float64 // its parts: a moving average, and a decaying peak of bursts
 	instant     float64 // demand per ns since the last report (an interval at least)
 	lastSeen    int64
 	held        int64 // cap the origin reported holding
@@ -438,23 +439,45 @@ func (o *Owner) Report(now time.Time, origin string, incarnation uint64, r *Repo
 	w.counted += st.total() - before
 	stale := incarnation < st.incarnation
 	if !stale {
-		// The demand rate since the previous report (on a first report in
-		// the window, over one interval), or the earlier rate decaying over
-		// five intervals if that is higher: an origin with sparse traffic
-		// keeps a share between its requests, and one whose traffic moved
-		// away frees its share within a second or so. When its demand comes
-		// back after a quiet spell it asks again (its decision is pending
+		// The origin's demand rate, the larger of two estimates, both
+		// decaying over five intervals: a moving average of the demand
+		// between reports, and the peak of the rates of reports that carry
+		// more than one unit. One request in an interval is no evidence of
+		// a rate of one per interval: held at its peak, the rate of an
+		// origin with one request every few intervals read as several times
+		// what it spends, and the origin held that much of the limit while
+		// a busy member was refused (TestOwnerSparseMembersHoldWhatTheyUse).
+		// A burst still counts at once. An origin with sparse traffic keeps
+		// a share between its requests, and one whose traffic moved away
+		// frees its share within a second or so. Both carry over from the
+		// window before when the origin's first report in a window carries
+		// demand; an origin idle at that report starts from nothing (it
+		// asks again when its demand comes back: its decision is pending
 		// until an answer that knows of the demand). Reports come faster
 		// than the interval when a member asks at once: measured over less
 		// than an interval, one request would read as a burst.
 		elapsed := int64(o.cfg.Interval)
-		rate := 0.0
-		if st.lastSeen != 0 && nowNs > st.lastSeen {
-			elapsed = max(nowNs-st.lastSeen, elapsed)
-			rate = st.rate * math.Exp(-float64(nowNs-st.lastSeen)/float64(5*o.cfg.Interval))
+		mean, peak, last := 0.0, 0.0, st.lastSeen
+		if last != 0 {
+			mean, peak = st.mean, st.peak
+		} else if p := o.prevOrigin(r.Key, origin); p != nil && r.Demand > 0 {
+			mean, peak, last = p.mean, p.peak, p.lastSeen
+		}
+		decay := 0.0
+		if last != 0 && nowNs > last {
+			// The demand reported is the window's since the last report,
+			// which may have been in the window before.
+			elapsed = max(min(nowNs-last, nowNs-r.Key.WindowStart), elapsed)
+			decay = math.Exp(-float64(nowNs-last) / float64(5*o.cfg.Interval))
 		}
 		st.instant = float64(r.Demand) / float64(elapsed)
-		st.rate = max(rate, st.instant)
+		st.mean = decay*mean + (1-decay)*st.instant
+		burst := 0.0
+		if r.Demand > 1 {
+			burst = st.instant
+		}
+		st.peak = max(decay*peak, burst)
+		st.rate = max(st.mean, st.peak)
 		st.lastSeen = nowNs
 		st.held, st.heldGrant, st.heldCarry = r.Cap, r.HasGrant, r.HasGrant && r.Carry
 		if r.HasGrant && o.foreign(r.CapFrom, r.CapFromIncarnation) && (!st.hasForeign || r.Cap < st.foreignCap) {
@@ -496,6 +519,16 @@ func (o *Owner) Report(now time.Time, origin string, incarnation uint64, r *Repo
 // owner's (or another run of this one), not "" and not this run.
 func (o *Owner) foreign(from string, inc uint64) bool {
 	return from != "" && (from != o.cfg.Self || inc != o.cfg.SelfIncarnation)
+}
+
+// prevOrigin returns the origin's state in the window before key's, if
+// this owner has one.
+func (o *Owner) prevOrigin(key Key, name string) *originState {
+	key.WindowStart -= int64(key.Period)
+	if w := o.windows[key]; w != nil {
+		return w.find(name)
+	}
+	return nil
 }
 
 func (w *ownerWindow) origin(name string) *originState {

@@ -509,3 +509,52 @@ func (w *ownerWindow) sum() int64 {
 	}
 	return sum
 }
+
+// TestOwnerSparseMembersHoldWhatTheyUse: members with sparse demand (one
+// request a second, reporting every interval) hold about what they are
+// expected to spend for the rest of the window, not a multiple of it: one
+// request in an interval is no evidence of a rate of one per interval.
+// With the rate held at its peak, each held about three times its need,
+// and the busy member, with demand far beyond the limit, was kept to what
+// was left (explore-1-279 and explore-1-195: a tenant under its limit got
+// 15-20% of its requests refused).
+func TestOwnerSparseMembersHoldWhatTheyUse(t *testing.T) {
+	o := NewOwner(OwnerConfig{Lease: true, Self: "o"})
+	names := []string{"busy", "s1", "s2", "s3", "s4"}
+	o.SetMembers(base, names, nil)
+	ms := members(names...)
+	k := ownerKey()
+	const limit = 200
+	const step = 200 * time.Millisecond
+	var ts time.Duration
+	for i := 0; ts < 4*time.Second; i, ts = i+1, ts+step {
+		for j, n := range names {
+			m := ms[n]
+			demand := int64(0)
+			switch {
+			case n == "busy":
+				demand = 10 // 50 a second
+			case i%5 == j: // one a second each, in turn
+				demand = 1
+			}
+			if m.has {
+				m.own += min(demand, max(0, m.cap-m.own))
+			}
+			m.sync(o, at(ts), k, limit, demand)
+		}
+	}
+	left := 10*time.Second - ts
+	var held, counted int64
+	for _, n := range names[1:] {
+		held += ms[n].cap - ms[n].own
+		counted += ms[n].own
+	}
+	// Their need: one a second each for the rest of the window.
+	need := int64(4 * left.Seconds())
+	if held > need+need/2 {
+		t.Errorf("the sparse members hold %d beyond their counts, want about %d (one a second each for %v)", held, need, left)
+	}
+	if busy := ms["busy"]; busy.cap < limit-counted-(need+need/2) {
+		t.Errorf("the busy member's cap is %d, want all but the sparse members' %d counts and about their need %d", busy.cap, counted, need)
+	}
+}
