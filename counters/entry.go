@@ -1,6 +1,7 @@
 package counters
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,22 +22,23 @@ type Slot struct {
 	// Acked is the largest Own the owner has acknowledged; Own - Acked is the
 	// part not yet reported.
 	Acked int64
-	// Global is the last global total the owner returned (it includes Acked),
-	// and GlobalAt when it arrived (Unix nanoseconds, 0 = never).
-	Global   int64
-	GlobalAt int64
+	// Global is the last global total the owner returned (it includes
+	// Acked); GlobalAt says when it arrived.
+	Global int64
 	// Demand is the cost offered (admitted and denied) since the last report.
 	Demand int64
 	// Granted is the owner's lease: the value Own may reach in this window.
-	// HasGrant says one arrived; GrantedAt when (Unix nanoseconds).
-	Granted   int64
-	GrantedAt int64
+	// HasGrant says one arrived; GrantedAt when.
+	Granted int64
 	// Spare is the owner's last word on budget this instance may still get
 	// (see Answer.Spare), and Informed says the grant was made knowing this
 	// instance's demand: the report it answered carried demand, or the
 	// owner let it carry into this window. An owner that answered a report
 	// without demand did not know this instance wanted more.
 	Spare int64
+	// globalAt and grantedAt are when Global and the grant arrived (see
+	// GlobalAt and GrantedAt), 4 bytes each where Unix nanoseconds take 8.
+	globalAt, grantedAt stamp
 	// Epoch is opaque to this package: the node records in it (the low 32
 	// bits of) the ring version under which the owner last acknowledged the
 	// slot, so that a new owner gets every count again after a membership
@@ -69,6 +71,64 @@ type Slot struct {
 
 // Unreported returns Own - Acked.
 func (s *Slot) Unreported() int64 { return s.Own - s.Acked }
+
+// GlobalAt returns when Global arrived, in Unix nanoseconds to the
+// millisecond (see stamp), or 0 if it never did. SetGlobalAt records it:
+// set Start first.
+func (s *Slot) GlobalAt() int64      { return s.globalAt.at(s.Start) }
+func (s *Slot) SetGlobalAt(ns int64) { s.globalAt = stampAt(ns, s.Start) }
+
+// GrantedAt returns when the grant arrived, in Unix nanoseconds to the
+// millisecond (see stamp), or 0 if none did. SetGrantedAt records it: set
+// Start first.
+func (s *Slot) GrantedAt() int64      { return s.grantedAt.at(s.Start) }
+func (s *Slot) SetGrantedAt(ns int64) { s.grantedAt = stampAt(ns, s.Start) }
+
+// A stamp is a time near a window's start, in milliseconds since it: one
+// more than that for times at or after the start, so that 0 can mean
+// never. It holds about 24 days either side of the start; a time beyond
+// reads as the nearest it holds, and a time between milliseconds as the
+// millisecond before. The minority rule stays safe (see SetMinority): a
+// grant reads no later than it arrived, unless it arrived more than 24 days
+// before the window began, and then it reads still before the start, so
+// before the end of any span the window began in. A grant that seems older
+// than a span's end leaves the window restricted.
+type stamp int32
+
+// stampAt returns the stamp of ns (Unix nanoseconds; 0 = never) in the
+// window that starts at start.
+func stampAt(ns, start int64) stamp {
+	if ns == 0 {
+		return 0
+	}
+	d := ns - start
+	ms := d / int64(time.Millisecond)
+	if d < 0 && d%int64(time.Millisecond) != 0 {
+		ms-- // the millisecond before, not the one after
+	}
+	switch {
+	case ms >= math.MaxInt32:
+		return math.MaxInt32
+	case ms >= 0:
+		return stamp(ms + 1)
+	case ms < math.MinInt32:
+		return math.MinInt32
+	}
+	return stamp(ms)
+}
+
+// at returns the Unix nanoseconds the stamp stands for in the window that
+// starts at start, 0 for never.
+func (v stamp) at(start int64) int64 {
+	ms := int64(v)
+	switch {
+	case v == 0:
+		return 0
+	case v > 0:
+		ms--
+	}
+	return start + ms*int64(time.Millisecond)
+}
 
 // Entry is one counter series (tenant, endpoint, method, period) in a Table,
 // with the slots of its current and previous windows. Its fields are guarded
@@ -175,7 +235,8 @@ func (e *Entry) advance(now int64, t *Table) bool {
 		e.prev = e.cur
 		if p := &e.prev; p.HasGrant && p.Carry {
 			if carry, _ := t.contactWith(e.hash, start); carry {
-				next.Granted, next.HasGrant, next.GrantedAt = p.Granted, true, p.GrantedAt
+				next.Granted, next.HasGrant = p.Granted, true
+				next.SetGrantedAt(p.GrantedAt())
 				// The owner let it carry knowing this instance's demand; what
 				// it said may still come in the window that ended (Spare)
 				// says whether more may come in this one too: under overload

@@ -56,8 +56,8 @@ func TestStructSizes(t *testing.T) {
 		name      string
 		got, want uintptr
 	}{
-		{"Slot", unsafe.Sizeof(Slot{}), 96},
-		{"Entry", unsafe.Sizeof(Entry{}), 256},
+		{"Slot", unsafe.Sizeof(Slot{}), 88},
+		{"Entry", unsafe.Sizeof(Entry{}), 240},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("unsafe.Sizeof(%s) = %d, want %d", tc.name, tc.got, tc.want)

@@ -100,7 +100,8 @@ func TestLeasePolicy(t *testing.T) {
 	}
 	// t1: the owner answers: global 40 of which 0 ours, a grant of 30, and
 	// no spare budget.
-	e.cur.Global, e.cur.GlobalAt, e.cur.Informed = 40, base.UnixNano(), true
+	e.cur.Global, e.cur.Informed = 40, true
+	e.cur.SetGlobalAt(base.UnixNano())
 	e.cur.Granted, e.cur.HasGrant = 30, true
 	e.Unlock()
 	n := 0
@@ -204,7 +205,8 @@ func TestLeaseGrantCarriesOnlyWhenTheOwnerSaysSo(t *testing.T) {
 	e := tb.Get("a", "/p", "GET", 10*time.Second)
 	set := func(carry bool) {
 		e.Lock()
-		e.cur.Granted, e.cur.HasGrant, e.cur.Carry, e.cur.GlobalAt = 10, true, carry, 1
+		e.cur.Granted, e.cur.HasGrant, e.cur.Carry = 10, true, carry
+		e.cur.SetGlobalAt(1)
 		e.Unlock()
 	}
 	set(true)
@@ -212,7 +214,7 @@ func TestLeaseGrantCarriesOnlyWhenTheOwnerSaysSo(t *testing.T) {
 		t.Fatalf("carried grant: %+v, want admitted", d)
 	}
 	e.Lock()
-	if !e.cur.HasGrant || e.cur.Carry || e.cur.GlobalAt != 0 {
+	if !e.cur.HasGrant || e.cur.Carry || e.cur.GlobalAt() != 0 {
 		t.Fatalf("carried slot %+v: want a grant that carries no further, not yet answered", e.cur)
 	}
 	e.cur.Carry = true // even if the slot says so, a roll of two windows drops it
@@ -270,7 +272,8 @@ func TestCarriedGrantAsksWhenMoreMayCome(t *testing.T) {
 		tb.Take(base, []Limit{l}, 0)
 		e := tb.Get("a", "/p", "GET", 10*time.Second)
 		e.Lock()
-		e.cur.Granted, e.cur.HasGrant, e.cur.Carry, e.cur.GlobalAt = 1, true, true, 1
+		e.cur.Granted, e.cur.HasGrant, e.cur.Carry = 1, true, true
+		e.cur.SetGlobalAt(1)
 		e.cur.Informed, e.cur.Spare = true, tc.spare
 		e.Unlock()
 		if d, _ := tb.Take(at(10*time.Second), []Limit{l}, 1); !d.Allowed {

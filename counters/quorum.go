@@ -50,7 +50,7 @@ func (m *minority) restricted(s *Slot) bool {
 	for i := len(m.spans) - 1; i >= 0; i-- {
 		sp := m.spans[i]
 		if s.Start >= sp.From && s.Start < sp.Until {
-			return !(s.HasGrant && s.GrantedAt >= sp.Until)
+			return !(s.HasGrant && s.GrantedAt() >= sp.Until)
 		}
 	}
 	return false

@@ -18,7 +18,8 @@ func TestMinorityRestrictsWindowsOfTheSpan(t *testing.T) {
 		e := tb.Get("a", "/e", "GET", 10*time.Second)
 		e.Lock()
 		s := e.Current()
-		s.Granted, s.HasGrant, s.GrantedAt = g, true, at(ts).UnixNano()
+		s.Granted, s.HasGrant = g, true
+		s.SetGrantedAt(at(ts).UnixNano())
 		e.Unlock()
 	}
 	take := func(ts time.Duration, n int) int {

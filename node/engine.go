@@ -518,7 +518,7 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 		}
 		e.table.AdvanceCarried(en, now)
 		for _, s := range [2]*counters.Slot{en.Previous(), en.Current()} {
-			carried := s.HasGrant && s.GlobalAt == 0 // a carried lease no owner answered here yet
+			carried := s.HasGrant && s.GlobalAt() == 0 // a carried lease no owner answered here yet
 			if s.Own == 0 && s.Demand == 0 && !carried {
 				continue // no traffic in this window
 			}
@@ -731,11 +731,12 @@ func apply(nowNs int64, r *ref, a counters.Answer, from counters.PeerID) {
 	} else {
 		s.Global = max(s.Global, s.Acked)
 	}
-	s.GlobalAt = nowNs
+	s.SetGlobalAt(nowNs)
 	s.Epoch = uint32(r.epoch)
 	s.From = from
 	if a.HasGrant {
-		s.Granted, s.HasGrant, s.GrantedAt, s.Carry = a.Grant, true, nowNs, a.Carry
+		s.Granted, s.HasGrant, s.Carry = a.Grant, true, a.Carry
+		s.SetGrantedAt(nowNs)
 		s.Fallback = false
 		s.GrantFrom = from
 	}

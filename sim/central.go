@@ -101,5 +101,5 @@ func (w *world) applyCentral(f *flight, total int64) {
 	}
 	s.Acked = max(s.Acked, f.sentOwn)
 	s.Global = total
-	s.GlobalAt = f.inst.now().UnixNano()
+	s.SetGlobalAt(f.inst.now().UnixNano())
 }
