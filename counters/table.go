@@ -14,8 +14,9 @@ type Config struct {
 	// MaxEntries bounds the number of counter series held: the table holds
 	// exactly that many before it is full, however they spread over the
 	// shards. When the table is full, a new series evicts an old one that
-	// holds no count still in use (expired first, then the least recently
-	// used of a small sample of such), and the eviction is counted. A series whose window holds counts
+	// holds no count still in use (expired first, then, of a small sample
+	// of such, the one whose last window in use ended first), and the
+	// eviction is counted. A series whose window holds counts
 	// (or, for sliding tiers, whose previous window still weighs), or counts
 	// its owner has not acknowledged, is never evicted: when the sample holds
 	// none that may go, the new series' requests are decided and counted on
@@ -24,8 +25,12 @@ type Config struct {
 	// until room frees up (Stats.Overflowed). A flood of distinct tenants so
 	// neither empties the limits of tenants in use nor gets more than one
 	// tenant's limit per tier. Overflow series are held beyond MaxEntries:
-	// one per tier in use. A series holds about 480 bytes of heap (measured
-	// by TestHeapPerSeries at 1,000,000 one-tier series). Default 100,000.
+	// one per tier in use. A series holds about 275 bytes of heap: its
+	// entry (240 bytes, both windows' slots included, so a series that
+	// syncs holds no more in the table), its tenant's name and its place in the index
+	// (273 measured by TestHeapPerSeries at 1,000,000 one-tier series with
+	// 15-byte tenant names; about 300 at 100,000, where the index is
+	// sparser). Default 100,000.
 	MaxEntries int
 	// Shards is the number of independently locked parts of the table, a
 	// power of two. More shards mean less contention between cores and a
