@@ -519,7 +519,13 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 		e.table.AdvanceCarried(en, now)
 		for _, s := range [2]*counters.Slot{en.Previous(), en.Current()} {
 			carried := s.HasGrant && s.GlobalAt() == 0 // a carried lease no owner answered here yet
-			if s.Own == 0 && s.Demand == 0 && !carried {
+			// A lease beyond the count is reported too, traffic or not, so
+			// that the owner can take back what an idle member holds (on a
+			// sliding tier the lease caps the count plus the weighted
+			// previous window, so a member whose client moved away holds
+			// one until the owner lowers it).
+			holds := s == en.Current() && s.HasGrant && s.Granted > s.Own
+			if s.Own == 0 && s.Demand == 0 && !carried && !holds {
 				continue // no traffic in this window
 			}
 			// The current window is reported every interval while it has
