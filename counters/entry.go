@@ -30,15 +30,19 @@ type Slot struct {
 	// Granted is the owner's lease: the value Own may reach in this window.
 	// HasGrant says one arrived; GrantedAt when.
 	Granted int64
+	// grantedAt is when the grant arrived (see GrantedAt), in Unix
+	// nanoseconds: the minority rule compares it with the end of a span,
+	// which an answer may follow by less than a millisecond.
+	grantedAt int64
 	// Spare is the owner's last word on budget this instance may still get
 	// (see Answer.Spare), and Informed says the grant was made knowing this
 	// instance's demand: the report it answered carried demand, or the
 	// owner let it carry into this window. An owner that answered a report
 	// without demand did not know this instance wanted more.
 	Spare int64
-	// globalAt and grantedAt are when Global and the grant arrived (see
-	// GlobalAt and GrantedAt), 4 bytes each where Unix nanoseconds take 8.
-	globalAt, grantedAt stamp
+	// globalAt is when Global arrived (see GlobalAt), 4 bytes where Unix
+	// nanoseconds take 8.
+	globalAt stamp
 	// Epoch is opaque to this package: the node records in it (the low 32
 	// bits of) the ring version under which the owner last acknowledged the
 	// slot, so that a new owner gets every count again after a membership
@@ -59,8 +63,9 @@ type Slot struct {
 	// grant arrives, even if an owner comes within reach meanwhile (say a
 	// new one, after a membership change), so that the instance never
 	// holds less than it may already have admitted, and never more than
-	// the share the owners reserved for it.
-	FallbackMembers, FallbackIndex int32
+	// the share the owners reserved for it. A membership of more than
+	// 65,535 never falls back (see Table.fallback).
+	FallbackMembers, FallbackIndex uint16
 	HasGrant                       bool
 	// Carry says the grant stays valid into the next window (the owner said
 	// so), until the owner answers there. A carried grant carries once.
@@ -75,24 +80,25 @@ func (s *Slot) Unreported() int64 { return s.Own - s.Acked }
 // GlobalAt returns when Global arrived, in Unix nanoseconds to the
 // millisecond (see stamp), or 0 if it never did. SetGlobalAt records it:
 // set Start first.
-func (s *Slot) GlobalAt() int64      { return s.globalAt.at(s.Start) }
+func (s *Slot) GlobalAt() int64 {
+	if s.globalAt == 0 {
+		return 0
+	}
+	return max(s.globalAt.at(s.Start), 1) // a time recorded never reads as never
+}
 func (s *Slot) SetGlobalAt(ns int64) { s.globalAt = stampAt(ns, s.Start) }
 
-// GrantedAt returns when the grant arrived, in Unix nanoseconds to the
-// millisecond (see stamp), or 0 if none did. SetGrantedAt records it: set
-// Start first.
-func (s *Slot) GrantedAt() int64      { return s.grantedAt.at(s.Start) }
-func (s *Slot) SetGrantedAt(ns int64) { s.grantedAt = stampAt(ns, s.Start) }
+// GrantedAt returns when the grant arrived, in Unix nanoseconds, or 0 if
+// none did. SetGrantedAt records it.
+func (s *Slot) GrantedAt() int64      { return s.grantedAt }
+func (s *Slot) SetGrantedAt(ns int64) { s.grantedAt = ns }
 
 // A stamp is a time near a window's start, in milliseconds since it: one
 // more than that for times at or after the start, so that 0 can mean
 // never. It holds about 24 days either side of the start; a time beyond
 // reads as the nearest it holds, and a time between milliseconds as the
-// millisecond before. The minority rule stays safe (see SetMinority): a
-// grant reads no later than it arrived, unless it arrived more than 24 days
-// before the window began, and then it reads still before the start, so
-// before the end of any span the window began in. A grant that seems older
-// than a span's end leaves the window restricted.
+// millisecond before. It suits a time only asked whether it was recorded
+// (GlobalAt), not one compared with others to the nanosecond (GrantedAt).
 type stamp int32
 
 // stampAt returns the stamp of ns (Unix nanoseconds; 0 = never) in the
@@ -235,8 +241,7 @@ func (e *Entry) advance(now int64, t *Table) bool {
 		e.prev = e.cur
 		if p := &e.prev; p.HasGrant && p.Carry {
 			if carry, _ := t.contactWith(e.hash, start); carry {
-				next.Granted, next.HasGrant = p.Granted, true
-				next.SetGrantedAt(p.GrantedAt())
+				next.Granted, next.HasGrant, next.grantedAt = p.Granted, true, p.grantedAt
 				// The owner let it carry knowing this instance's demand; what
 				// it said may still come in the window that ended (Spare)
 				// says whether more may come in this one too: under overload

@@ -285,3 +285,30 @@ func TestCarriedGrantAsksWhenMoreMayCome(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseFallbackNeedsAMembershipTheSlotHolds: a slot records the
+// membership of its fallback in 16 bits, so a membership of more than
+// 65,535 does not fall back (it waits for its owner) rather than admit
+// the share of a membership it cannot record; 65,535 still does.
+func TestLeaseFallbackNeedsAMembershipTheSlotHolds(t *testing.T) {
+	for _, tc := range []struct {
+		members  int
+		fallback bool
+	}{{65_535, true}, {65_536, false}} {
+		tb := newTable(t, Lease{})
+		tb.SetShare(tc.members, tc.members-1)
+		tb.SetContact(func(uint64, int64) (bool, bool) { return false, true })
+		l := Limit{Tenant: "a", Endpoint: "/p", Method: "GET", Period: 10 * time.Second, Threshold: 1 << 20}
+		d, _ := tb.Take(at(time.Second), []Limit{l}, 1)
+		e := tb.Get("a", "/p", "GET", 10*time.Second)
+		e.Lock()
+		s := *e.Current()
+		e.Unlock()
+		if s.Fallback != tc.fallback || d.Pending == tc.fallback {
+			t.Errorf("%d members: fallback %v, decision %+v; want fallback %v", tc.members, s.Fallback, d, tc.fallback)
+		}
+		if tc.fallback && (int(s.FallbackMembers) != tc.members || int(s.FallbackIndex) != tc.members-1) {
+			t.Errorf("%d members: slot records %d members, index %d", tc.members, s.FallbackMembers, s.FallbackIndex)
+		}
+	}
+}

@@ -51,9 +51,19 @@ func TestMinorityRestrictsWindowsOfTheSpan(t *testing.T) {
 	if got := take(12*time.Second, 100); got != 0 {
 		t.Errorf("span over, grant from within it: admitted %d more, want 0", got)
 	}
-	grant(13*time.Second, 60)
+	// A grant 300 µs after the span ended, within the same millisecond (an
+	// answer to the round that found the majority again), counts: the slot
+	// holds when it arrived to the nanosecond. One a nanosecond before the
+	// end does not.
+	end := 12*time.Second + 300*time.Microsecond
+	tb.SetMinority([]MinoritySpan{{From: at(5 * time.Second).UnixNano(), Until: at(end).UnixNano()}}, 0.5)
+	grant(end-time.Nanosecond, 60)
+	if got := take(end+100*time.Microsecond, 100); got != 0 {
+		t.Errorf("grant a nanosecond before the span ended: admitted %d more, want 0", got)
+	}
+	grant(end+300*time.Microsecond, 60)
 	if got := take(13*time.Second, 100); got != 45 {
-		t.Errorf("grant after the span: admitted %d more, want 60-15 = 45", got)
+		t.Errorf("grant 300 µs after the span: admitted %d more, want 60-15 = 45", got)
 	}
 	// Safe share 0 fails closed; no spans, no restriction.
 	tb.SetMinority([]MinoritySpan{{From: at(15 * time.Second).UnixNano(), Until: math.MaxInt64}}, 0)

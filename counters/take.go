@@ -1,6 +1,7 @@
 package counters
 
 import (
+	"math"
 	"time"
 )
 
@@ -202,10 +203,10 @@ func (t *Table) check(nowNs int64, l *Limit, e *Entry, cost int64, share uint64)
 func (t *Table) fallback(e *Entry, members, index int) (bool, int, int) {
 	s := &e.cur
 	if !s.Fallback {
-		if _, fb := t.contactWith(e.hash, s.Start); !fb {
-			return false, members, index
+		if _, fb := t.contactWith(e.hash, s.Start); !fb || members > math.MaxUint16 {
+			return false, members, index // the slot holds no larger membership
 		}
-		s.Fallback, s.FallbackMembers, s.FallbackIndex = true, int32(members), int32(index)
+		s.Fallback, s.FallbackMembers, s.FallbackIndex = true, uint16(members), uint16(index)
 	}
 	return true, int(s.FallbackMembers), int(s.FallbackIndex)
 }

@@ -77,35 +77,38 @@ func TestPreparedLimitHashesTheSame(t *testing.T) {
 	}
 }
 
-// TestStamp holds a slot's arrival times (Slot.GlobalAt, GrantedAt) to
-// what stamp promises: exact to the millisecond within about 24 days of
-// the window's start, never later than the time recorded, and 0 only for
-// never.
+// TestStamp holds Slot.GlobalAt to what stamp promises: exact to the
+// millisecond within about 24 days of the window's start, never later than
+// the time recorded, and 0 only for never.
 func TestStamp(t *testing.T) {
 	const milli = int64(time.Millisecond)
 	start := at(time.Hour).UnixNano()
 	for _, tc := range []struct {
-		name  string
-		ns    int64
-		want  int64
-		later bool // want is later than ns (clamped)
+		name   string
+		ns     int64
+		want   int64
+		later  bool // want is later than ns (clamped)
+		atZero bool // the window starts at Unix 0
 	}{
-		{"never", 0, 0, false},
-		{"at the start", start, start, false},
-		{"a millisecond in", start + milli, start + milli, false},
-		{"between milliseconds", start + 5*milli + 999_999, start + 5*milli, false},
-		{"before the start", start - 3*milli, start - 3*milli, false},
-		{"between milliseconds before the start", start - 3*milli + 1, start - 3*milli, false},
-		{"a day in", start + 24*int64(time.Hour), start + 24*int64(time.Hour), false},
-		{"past 24 days", start + 30*24*int64(time.Hour), start + int64(math.MaxInt32-1)*milli, false},
-		{"24 days before", start - 30*24*int64(time.Hour), start + int64(math.MinInt32)*milli, true},
-		{"Unix 1 ns, a test's 'answered'", 1, start + int64(math.MinInt32)*milli, true},
+		{"never", 0, 0, false, false},
+		{"at the start", start, start, false, false},
+		{"a millisecond in", start + milli, start + milli, false, false},
+		{"between milliseconds", start + 5*milli + 999_999, start + 5*milli, false, false},
+		{"before the start", start - 3*milli, start - 3*milli, false, false},
+		{"between milliseconds before the start", start - 3*milli + 1, start - 3*milli, false, false},
+		{"a day in", start + 24*int64(time.Hour), start + 24*int64(time.Hour), false, false},
+		{"past 24 days", start + 30*24*int64(time.Hour), start + int64(math.MaxInt32-1)*milli, false, false},
+		{"24 days before", start - 30*24*int64(time.Hour), start + int64(math.MinInt32)*milli, true, false},
+		{"Unix 1 ns, a test's 'answered'", 1, start + int64(math.MinInt32)*milli, true, false},
+		{"in the first millisecond of a window at Unix 0", 5, 1, true, true},
 	} {
 		s := Slot{Start: start}
+		if tc.atZero {
+			s.Start = 0
+		}
 		s.SetGlobalAt(tc.ns)
-		s.SetGrantedAt(tc.ns)
-		if got := s.GlobalAt(); got != tc.want || s.GrantedAt() != tc.want {
-			t.Errorf("%s: SetGlobalAt(%d) reads %d (GrantedAt %d), want %d", tc.name, tc.ns, got, s.GrantedAt(), tc.want)
+		if got := s.GlobalAt(); got != tc.want {
+			t.Errorf("%s: SetGlobalAt(%d) reads %d, want %d", tc.name, tc.ns, got, tc.want)
 		}
 		if tc.ns != 0 && s.GlobalAt() == 0 {
 			t.Errorf("%s: a time recorded reads as never", tc.name)
