@@ -270,11 +270,20 @@ type originState struct {
 	// owner could have given everyone else.
 	foreignCap int64
 	hasForeign bool
-	// What the origin last knew from another owner: the others' total
-	// (KnownGlobal - KnownAcked), its own part (KnownAcked), and from whom.
-	snapOthers, snapOwn int64
-	snapFrom            string
-	snapInc             uint64
+	// What the origin last knew from another owner in its current run: the
+	// others' total there (KnownGlobal - KnownAcked), and from whom.
+	snapOthers int64
+	snapFrom   string
+	snapInc    uint64
+	// seen is how much of the origin's current run a predecessor's total
+	// may include (see hidden): what a predecessor acknowledged of it
+	// (KnownAcked), or all this owner had counted of it when another
+	// owner's knowledge reached it, since this owner's answers may have
+	// told that owner of those counts (when it took the series over, or on
+	// the other side of a partition). lastForeign says the origin's latest
+	// report carried another owner's knowledge (its part there is exact).
+	seen        int64
+	lastForeign bool
 }
 
 func (o *originState) total() int64 { return o.base + o.own }
@@ -424,7 +433,6 @@ func (o *Owner) Report(now time.Time, origin string, incarnation uint64, r *Repo
 		o.windows[r.Key] = w
 	}
 	w.threshold, w.alg = r.Threshold, r.Algorithm
-	fresh := w.find(origin) == nil
 	st := w.origin(origin)
 
 	before := st.total()
@@ -433,6 +441,12 @@ func (o *Owner) Report(now time.Time, origin string, incarnation uint64, r *Repo
 		st.base += st.own
 		st.incarnation, st.own = incarnation, r.Own
 		st.hasGiven, st.carry = false, false
+		// What was known of its earlier runs is in base now.
+		if st.snapFrom != "" {
+			w.snaps--
+		}
+		st.snapOthers, st.snapFrom, st.snapInc = 0, "", 0
+		st.seen, st.lastForeign = 0, false
 	case incarnation == st.incarnation && r.Own > st.own:
 		st.own = r.Own
 	}
@@ -483,15 +497,24 @@ func (o *Owner) Report(now time.Time, origin string, incarnation uint64, r *Repo
 		if r.HasGrant && o.foreign(r.CapFrom, r.CapFromIncarnation) && (!st.hasForeign || r.Cap < st.foreignCap) {
 			st.foreignCap, st.hasForeign = r.Cap, true
 		}
-		// A predecessor's knowledge matters only for origins this owner had
-		// no history of in this window: an owner that kept its per-origin
-		// counts (say, through a partition and its heal) needs none.
-		if o.foreign(r.KnownFrom, r.KnownFromIncarnation) && (fresh || st.snapFrom != "") {
+		// A predecessor's knowledge (see hidden).
+		if o.foreign(r.KnownFrom, r.KnownFromIncarnation) {
 			if st.snapFrom == "" {
 				w.snaps++
 			}
-			st.snapOthers, st.snapOwn = r.KnownGlobal-r.KnownAcked, r.KnownAcked
+			st.snapOthers = r.KnownGlobal - r.KnownAcked
 			st.snapFrom, st.snapInc = r.KnownFrom, r.KnownFromIncarnation
+			st.seen, st.lastForeign = max(st.seen, min(r.KnownAcked, st.own)), true
+			// An earlier run of this owner knew nothing this run counted.
+			if r.KnownFrom != o.cfg.Self {
+				for _, x := range w.origins {
+					if x != st && !x.lastForeign {
+						x.seen = max(x.seen, x.own)
+					}
+				}
+			}
+		} else {
+			st.lastForeign = false
 		}
 	}
 	global := w.total()
@@ -570,27 +593,34 @@ func (w *ownerWindow) total() int64 { return w.counted + w.hidden() }
 
 // hidden estimates the counts of origins that reported to a previous owner
 // and will never report here (they left or crashed). An origin o that last
-// heard from a previous owner knew the others' total there; every other
-// origin that reports here accounts for its part of it (what its own
-// previous owner had acknowledged of it: after a partition heals, the two
-// sides' owners each knew part of the other side, and the origins of both
-// sides report here); the rest is hidden. The largest such estimate is
-// kept. Only knowledge from another owner is used, so this owner's own
+// heard from a previous owner knew the others' total there; every origin
+// that reports here accounts for its part of it, which is at most what
+// this owner counted of it: of its earlier runs (base), all; of its
+// current run, what the predecessor acknowledged of it if the origin said
+// so, else all this owner had of it when another owner's knowledge
+// arrived (seen). The rest is hidden. An owner that takes a series back
+// keeps what it counted before, and what the predecessor learnt of those
+// counts (from its answers, or from the origins) is not added again; after
+// a partition heals, the two sides' owners each knew part of the other
+// side, and the origins of both sides report here. The largest estimate
+// is kept. Only knowledge from another owner is used, so this owner's own
 // answers never feed back into it.
 func (w *ownerWindow) hidden() int64 {
 	if w.snaps == 0 {
 		return 0
 	}
-	var snapOwn int64
+	var known int64
 	for _, x := range w.origins {
-		snapOwn += x.snapOwn
+		known += x.base + x.seen
 	}
 	var h int64
 	for _, o := range w.origins {
 		if o.snapFrom == "" {
 			continue
 		}
-		h = max(h, o.snapOthers-(snapOwn-o.snapOwn))
+		// o's own part of its predecessor's total is not in snapOthers
+		// (o's earlier runs may be: they are in o.base).
+		h = max(h, o.snapOthers-(known-o.seen))
 	}
 	return h
 }
