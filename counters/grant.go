@@ -48,10 +48,8 @@ import (
 // report.
 func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, spare int64) {
 	period := int64(key.Period)
-	hash := key.SeriesHash()
-	pk := key
-	pk.WindowStart -= period
-	prev := o.windows[pk]
+	hash := w.series.hash
+	prev := w.series.window(key.WindowStart - period)
 	weight := 0.0
 	if elapsed := now - key.WindowStart; w.alg == Sliding && elapsed >= 0 && elapsed < period {
 		weight = float64(period-elapsed) / float64(period)

@@ -3,6 +3,7 @@ package counters
 import (
 	"maps"
 	"math"
+	"runtime"
 	"sort"
 	"sync"
 	"time"
@@ -45,6 +46,15 @@ type Report struct {
 	KnownAcked           int64
 	KnownFrom            string
 	KnownFromIncarnation uint64
+	// Series, if not nil, is the handle of Key's series on this owner that
+	// an earlier Report left here: it spares the owner finding the series
+	// by its key's strings. Report sets it to the series' handle (nil if
+	// it aggregates nothing for the key), for a caller that reports the
+	// series again to keep; a handle the owner no longer holds (the series
+	// was swept) is looked up by key again. A handle names one series of
+	// one owner: pass it only with the key it was returned with, to the
+	// owner that returned it.
+	Series *OwnerSeries
 }
 
 // Answer is the owner's reply to one Report.
@@ -156,13 +166,20 @@ func FallbackAfter(contact time.Duration) time.Duration { return contact }
 // report never counts twice, and an origin that restarts (a new incarnation)
 // adds to what its previous run admitted.
 type Owner struct {
-	mu       sync.Mutex
-	cfg      OwnerConfig
-	windows  map[Key]*ownerWindow
-	members  ownerMembers
-	contacts map[string]*contact
-	view     uint64 // ViewDigest of the alive members
-	majority bool   // this owner reaches a majority (SetMajority)
+	mu  sync.Mutex
+	cfg OwnerConfig
+	// series holds the series this owner aggregates windows of, by series
+	// hash; series whose hashes collide are chained (OwnerSeries.next), so
+	// a collision costs a comparison of keys, never a count.
+	series   map[uint64]*OwnerSeries
+	nWindows int // the windows of every series
+	// bucketMask is applied to a series hash to place it in series: ^0;
+	// tests narrow it to make series collide.
+	bucketMask uint64
+	members    ownerMembers
+	contacts   map[string]*contact
+	view       uint64 // ViewDigest of the alive members
+	majority   bool   // this owner reaches a majority (SetMajority)
 	// ownership holds the views this owner held recently, newest last:
 	// from when each held, and whether it made this owner the owner of a
 	// series (by its hash). See SetOwnership.
@@ -223,7 +240,51 @@ func (m *ownerMembers) window(since int64) *memberWindow {
 	return w
 }
 
+// OwnerSeries is an owner's handle on one series (tenant, endpoint, method,
+// period) it aggregates windows of: see Report.Series. Its fields are the
+// owner's, guarded by its lock; the zero value is not used.
+type OwnerSeries struct {
+	owner *Owner
+	key   Key // WindowStart 0
+	hash  uint64
+	next  *OwnerSeries // another series with the same hash
+	// wins are the series' windows (a few: the current one, the one
+	// before, late or early ones within the grace).
+	wins []*ownerWindow
+	gone bool // swept: its handles look the series up again
+}
+
+// window returns the series' window starting at start, or nil.
+func (s *OwnerSeries) window(start int64) *ownerWindow {
+	for _, w := range s.wins {
+		if w.start == start {
+			return w
+		}
+	}
+	return nil
+}
+
+// lookup returns the series of k (its window start ignored), or nil.
+func (o *Owner) lookup(k Key, hash uint64) *OwnerSeries {
+	for s := o.series[hash&o.bucketMask]; s != nil; s = s.next {
+		if s.hash == hash && s.key.Period == k.Period && s.key.Tenant == k.Tenant && s.key.Endpoint == k.Endpoint && s.key.Method == k.Method {
+			return s
+		}
+	}
+	return nil
+}
+
+// window returns k's window, or nil. The lock must be held.
+func (o *Owner) window(k Key) *ownerWindow {
+	if s := o.lookup(k, k.SeriesHash()); s != nil {
+		return s.window(k.WindowStart)
+	}
+	return nil
+}
+
 type ownerWindow struct {
+	series    *OwnerSeries
+	start     int64 // the window's start (Unix ns)
 	threshold int64
 	alg       Algorithm
 	expires   int64
@@ -240,6 +301,13 @@ type ownerWindow struct {
 	// membership change that made it inherited.
 	ownedThroughout bool
 	origins         []*originState          // one per instance that reported
+	// slab holds the origins' states, allocated a few at a time so that a
+	// window's lie together in memory (a grant reads every one of them);
+	// a full slab is left as it is and a new one started, so that no
+	// state moves.
+	slab []originState
+	// originsBuf is origins' first backing array, in the window itself.
+	originsBuf [3]*originState
 	byName          map[string]*originState // origins by name, once there are more than originsScan
 	view            *windowView             // see aligned
 	counted         int64                   // the origins' cumulative counts added up
@@ -356,7 +424,7 @@ func NewOwner(cfg OwnerConfig) *Owner {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 200 * time.Millisecond
 	}
-	return &Owner{cfg: cfg, windows: make(map[Key]*ownerWindow), contacts: map[string]*contact{}}
+	return &Owner{cfg: cfg, series: make(map[uint64]*OwnerSeries), bucketMask: ^uint64(0), contacts: map[string]*contact{}}
 }
 
 // SetMembers tells the owner, at now, who can spend budget: alive are the
@@ -413,27 +481,86 @@ func (o *Owner) SetMajority(ok bool) {
 // Report records r from origin (name and incarnation) at now and returns the
 // answer: the global total and, with Lease, the origin's new grant.
 func (o *Owner) Report(now time.Time, origin string, incarnation uint64, r *Report) Answer {
-	nowNs := now.UnixNano()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	w := o.windows[r.Key]
+	return o.report(now.UnixNano(), origin, incarnation, r)
+}
+
+// ReportAll records reports of one origin, each as Report does, and
+// writes their answers to out, which must be as long as rs. It is
+// Report's equal for a batch: the owner's lock is taken once for a few
+// reports, and the state of a few is read from memory at once, which a
+// series at a time would wait for one after the other.
+func (o *Owner) ReportAll(now time.Time, origin string, incarnation uint64, rs []Report, out []Answer) {
+	nowNs := now.UnixNano()
+	const chunk = 16
+	for len(rs) > 0 {
+		n := min(len(rs), chunk)
+		o.mu.Lock()
+		o.touch(rs[:n])
+		for i := range rs[:n] {
+			out[i] = o.report(nowNs, origin, incarnation, &rs[i])
+		}
+		o.mu.Unlock()
+		rs, out = rs[n:], out[n:]
+	}
+}
+
+// touch reads the states the reports' handles lead to, with no other work
+// in between, so that their loads from memory overlap. The lock must be
+// held.
+func (o *Owner) touch(rs []Report) {
+	var x int64
+	for i := range rs {
+		if s := rs[i].Series; s != nil && s.owner == o {
+			for _, w := range s.wins {
+				x ^= w.counted
+				for _, st := range w.origins {
+					x ^= st.own
+				}
+			}
+		}
+	}
+	runtime.KeepAlive(x)
+}
+
+// report is Report with the lock held and now in Unix ns.
+func (o *Owner) report(nowNs int64, origin string, incarnation uint64, r *Report) Answer {
+	ser := r.Series
+	if ser == nil || ser.owner != o || ser.gone {
+		ser = nil
+		ser = o.lookup(r.Key, r.Key.SeriesHash())
+	}
+	var w *ownerWindow
+	if ser != nil {
+		w = ser.window(r.Key.WindowStart)
+	}
 	if w == nil {
-		if len(o.windows) >= o.cfg.MaxWindows {
+		if o.nWindows >= o.cfg.MaxWindows {
 			o.dropped++
+			r.Series = ser
 			return Answer{Global: r.Own}
 		}
+		if ser == nil {
+			ser = o.addSeries(r.Key)
+		}
 		w = &ownerWindow{
+			series:    ser,
+			start:     r.Key.WindowStart,
 			expires:   r.Key.WindowStart + 2*int64(r.Key.Period) + int64(o.cfg.Grace),
 			created:   nowNs,
 			inherited: o.members.changedAt > r.Key.WindowStart-int64(o.cfg.Settle),
 		}
+		w.origins = w.originsBuf[:0]
 		if w.inherited {
-			w.ownedThroughout = o.ownedSince(r.Key.SeriesHash(), r.Key.WindowStart-int64(o.cfg.Settle))
+			w.ownedThroughout = o.ownedSince(ser.hash, r.Key.WindowStart-int64(o.cfg.Settle))
 		}
-		o.windows[r.Key] = w
+		ser.wins = append(ser.wins, w)
+		o.nWindows++
 	}
+	r.Series = ser
 	w.threshold, w.alg = r.Threshold, r.Algorithm
-	st := w.origin(origin)
+	st := w.origin(origin, len(o.members.sorted))
 
 	before := st.total()
 	switch {
@@ -474,7 +601,7 @@ func (o *Owner) Report(now time.Time, origin string, incarnation uint64, r *Repo
 		mean, peak, last := 0.0, 0.0, st.lastSeen
 		if last != 0 {
 			mean, peak = st.mean, st.peak
-		} else if p := o.prevOrigin(r.Key, origin); p != nil && r.Demand > 0 {
+		} else if p := w.prevOrigin(origin); p != nil && r.Demand > 0 {
 			mean, peak, last = p.mean, p.peak, p.lastSeen
 		}
 		decay := 0.0
@@ -538,27 +665,42 @@ func (o *Owner) Report(now time.Time, origin string, incarnation uint64, r *Repo
 	return Answer{Global: global, Grant: grant - st.base, HasGrant: true, Carry: st.carry, Spare: spare}
 }
 
+// addSeries adds k's series (its window start ignored), which the owner
+// does not hold. The lock must be held.
+func (o *Owner) addSeries(k Key) *OwnerSeries {
+	k.WindowStart = 0
+	s := &OwnerSeries{owner: o, key: k, hash: k.SeriesHash()}
+	s.next = o.series[s.hash&o.bucketMask]
+	o.series[s.hash&o.bucketMask] = s
+	return s
+}
+
 // foreign reports whether an owner name and incarnation are another
 // owner's (or another run of this one), not "" and not this run.
 func (o *Owner) foreign(from string, inc uint64) bool {
 	return from != "" && (from != o.cfg.Self || inc != o.cfg.SelfIncarnation)
 }
 
-// prevOrigin returns the origin's state in the window before key's, if
-// this owner has one.
-func (o *Owner) prevOrigin(key Key, name string) *originState {
-	key.WindowStart -= int64(key.Period)
-	if w := o.windows[key]; w != nil {
-		return w.find(name)
+// prevOrigin returns the origin's state in the window before w, if this
+// owner has one.
+func (w *ownerWindow) prevOrigin(name string) *originState {
+	if p := w.series.window(w.start - int64(w.series.key.Period)); p != nil {
+		return p.find(name)
 	}
 	return nil
 }
 
-func (w *ownerWindow) origin(name string) *originState {
+// origin returns the state of origin name in the window, adding it if need
+// be; members is how many members the owner knows, which sizes a new slab.
+func (w *ownerWindow) origin(name string, members int) *originState {
 	if s := w.find(name); s != nil {
 		return s
 	}
-	s := &originState{name: name}
+	if len(w.slab) == cap(w.slab) {
+		w.slab = make([]originState, 0, min(max(members-len(w.origins), 1), originsScan))
+	}
+	w.slab = append(w.slab, originState{name: name})
+	s := &w.slab[len(w.slab)-1]
 	w.origins = append(w.origins, s)
 	if w.byName != nil {
 		w.byName[name] = s
@@ -632,12 +774,40 @@ func (o *Owner) Sweep(now time.Time) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	n := 0
-	for k, w := range o.windows {
-		if w.expires < nowNs {
-			delete(o.windows, k)
-			n++
+	for h, first := range o.series {
+		head := first
+		for s := first; s != nil; s = s.next {
+			kept := s.wins[:0]
+			for _, w := range s.wins {
+				if w.expires >= nowNs {
+					kept = append(kept, w)
+				}
+			}
+			clear(s.wins[len(kept):])
+			n += len(s.wins) - len(kept)
+			s.wins = kept
+			if len(kept) == 0 { // unlinked from its chain
+				s.gone = true
+				if head == s {
+					head = s.next
+				} else {
+					for p := head; p != nil; p = p.next {
+						if p.next == s {
+							p.next = s.next
+							break
+						}
+					}
+				}
+			}
+		}
+		switch {
+		case head == nil:
+			delete(o.series, h)
+		case head != first:
+			o.series[h] = head
 		}
 	}
+	o.nWindows -= n
 	return n
 }
 
@@ -653,5 +823,5 @@ type OwnerStats struct {
 func (o *Owner) Stats() OwnerStats {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return OwnerStats{Windows: len(o.windows), Dropped: o.dropped}
+	return OwnerStats{Windows: o.nWindows, Dropped: o.dropped}
 }

@@ -449,7 +449,7 @@ func TestOwnerKeepsItsSum(t *testing.T) {
 			own[m] += rng.Int64N(5)
 		}
 		o.Report(base.Add(time.Duration(step)*time.Millisecond), m, inc[m], &Report{Key: k, Threshold: 1 << 30, Own: own[m], Demand: 1})
-		w := o.windows[k]
+		w := o.window(k)
 		if w.counted != w.sum() {
 			t.Fatalf("step %d: running sum %d, origins add up to %d", step, w.counted, w.sum())
 		}

@@ -149,9 +149,12 @@ type Engine struct {
 	// member owns, kept between rounds; wireMu guards them.
 	localRefs []ref
 	localReps []counters.Report
-	resyncs   atomic.Uint64
-	recvMu    sync.Mutex
-	recv      map[string]*recvDict
+	localIdx  []int32
+	// local keeps the owner's handles of the series this member owns.
+	local   localDict
+	resyncs atomic.Uint64
+	recvMu  sync.Mutex
+	recv    map[string]*recvDict
 }
 
 // link is this member's side of its contact with one other member as an
@@ -499,16 +502,18 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 	links := *e.links.Load()
 	var local []ref
 	var localReps []counters.Report
+	var localIdx []int32
 	if e.cfg.Central == "" {
 		// The dictionaries stay as this round leaves them until it is done.
 		e.wireMu.Lock()
 		defer e.wireMu.Unlock()
 		// The windows this member owns are gathered in buffers kept from
 		// round to round (the collector need not sweep them every interval).
-		local, localReps = e.localRefs[:0], e.localReps[:0]
+		local, localReps, localIdx = e.localRefs[:0], e.localReps[:0], e.localIdx[:0]
 		if cap(local) < perOwner {
-			local, localReps = make([]ref, 0, perOwner), make([]counters.Report, 0, perOwner)
+			local, localReps, localIdx = make([]ref, 0, perOwner), make([]counters.Report, 0, perOwner), make([]int32, 0, perOwner)
 		}
+		e.local.trim(2*e.table.Len() + 1024)
 	}
 	one := func(en *counters.Entry, owner string) {
 		en.Lock()
@@ -594,8 +599,11 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 				KnownFromIncarnation: knownFromInc,
 			}
 			if b == nil {
+				li := e.local.index(en)
+				rep.Series = e.local.series[li]
 				local = append(local, r)
 				localReps = append(localReps, rep)
+				localIdx = append(localIdx, li)
 				continue
 			}
 			b.refs = append(b.refs, r)
@@ -639,20 +647,23 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 	flush()
 	// Windows this member owns: merged locally, without a call.
 	self := e.table.PeerID(e.cfg.Name, e.cfg.Incarnation)
-	for i := range local {
-		if i%32 == 0 {
-			touch(local[i:min(i+32, len(local))])
+	var ans [32]counters.Answer
+	for i := 0; i < len(local); i += len(ans) {
+		j := min(i+len(ans), len(local))
+		e.owner.ReportAll(now, e.cfg.Name, e.cfg.Incarnation, localReps[i:j], ans[:j-i])
+		touch(local[i:j])
+		for k := i; k < j; k++ {
+			e.local.series[localIdx[k]] = localReps[k].Series
+			apply(nowNs, &local[k], ans[k-i], self)
 		}
-		ans := e.owner.Report(now, e.cfg.Name, e.cfg.Incarnation, &localReps[i])
-		apply(nowNs, &local[i], ans, self)
 	}
 	if e.cfg.Central == "" {
 		clear(local) // keeps no series alive
 		clear(localReps)
 		if cap(local) > 2*perOwner+1024 { // the table shrank: let it go
-			local, localReps = nil, nil
+			local, localReps, localIdx = nil, nil, nil
 		}
-		e.localRefs, e.localReps = local[:0], localReps[:0]
+		e.localRefs, e.localReps, e.localIdx = local[:0], localReps[:0], localIdx[:0]
 	}
 	// Under the lease policy every other member gets a batch, empty if need
 	// be: a heartbeat that keeps this member in contact with it as an

@@ -85,6 +85,10 @@ type scopeDef struct {
 // recvDict is an origin's dictionary as this member received it (session
 // 0: none). Its mutex is held while a batch of the origin is decoded.
 type recvDict struct {
+	// name is the origin's: every report of its batches is made in this
+	// one string, so that the owner compares its origins' names by their
+	// pointers.
+	name        string
 	mu          sync.Mutex
 	incarnation uint64
 	session     uint32
@@ -97,6 +101,35 @@ type wireKey struct {
 	threshold                int64
 	alg                      counters.Algorithm
 	hash                     uint64
+	series                   *counters.OwnerSeries // the owner's handle (Report.Series)
+}
+
+// localDict holds the owner's handles (Report.Series) of the series this
+// member owns, by the entries' wire index, as a sendDict holds their
+// definitions for a receiver: an entry's index is either, and each checks
+// it is its own. wireMu guards it.
+type localDict struct {
+	ents   []*counters.Entry
+	series []*counters.OwnerSeries
+}
+
+// index returns en's index, adding it if need be. en must be locked.
+func (d *localDict) index(en *counters.Entry) int32 {
+	if i := int(en.WireIndex()); i > 0 && i <= len(d.ents) && d.ents[i-1] == en {
+		return int32(i - 1)
+	}
+	d.ents = append(d.ents, en)
+	d.series = append(d.series, nil)
+	en.SetWireIndex(uint32(len(d.ents)))
+	return int32(len(d.ents) - 1)
+}
+
+// trim starts the dictionary afresh once it holds more than max series
+// (most of them gone from the table).
+func (d *localDict) trim(max int) {
+	if len(d.ents) > max || len(d.ents) >= math.MaxInt32-1 {
+		*d = localDict{}
+	}
 }
 
 // encoder builds one batch's packed reports.
@@ -435,7 +468,7 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 	e.recvMu.Lock()
 	d := e.recv[req.Origin]
 	if d == nil {
-		d = &recvDict{}
+		d = &recvDict{name: req.Origin}
 		e.recv[req.Origin] = d
 	}
 	e.recvMu.Unlock()
@@ -483,10 +516,24 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 	out := make([]byte, 0, 8*int(req.PackedCount)+8)
 	r = reader{b: req.Packed}
 	prev = -1
+	// The reports go to the owner a chunk at a time (Owner.ReportAll).
+	var reps [32]counters.Report
+	var ans [32]counters.Answer
+	var ks [32]*wireKey
+	n := 0
+	flush := func() {
+		e.owner.ReportAll(now, d.name, req.Incarnation, reps[:n], ans[:n])
+		for i := range reps[:n] {
+			ks[i].series = reps[i].Series
+			out = appendTotal(out, reps[i].Own, ans[i])
+		}
+		clear(reps[:n]) // keeps no strings or series alive
+		n = 0
+	}
 	for i := 0; i < int(req.PackedCount); i++ {
 		w, _ := next(&r, &prev, keys, req.AtNs, len(req.Names))
 		k := &keys[w.index]
-		rep := counters.Report{
+		reps[n] = counters.Report{
 			Key:       counters.Key{Tenant: k.tenant, Endpoint: k.endpoint, Method: k.method, Period: k.period, WindowStart: w.start},
 			Threshold: k.threshold,
 			Algorithm: k.alg,
@@ -498,7 +545,9 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 
 			KnownGlobal: w.known,
 			KnownAcked:  w.acked,
+			Series:      k.series,
 		}
+		rep := &reps[n]
 		if w.knownFrom > 0 {
 			rep.KnownFrom, rep.KnownFromIncarnation = req.Names[w.knownFrom-1], req.NameIncarnations[w.knownFrom-1]
 		}
@@ -509,9 +558,12 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 			owner, _ := e.ring.Owner(k.hash)
 			rep.Stray = owner != e.cfg.Name
 		}
-		a := e.owner.Report(now, req.Origin, req.Incarnation, &rep)
-		out = appendTotal(out, w.own, a)
+		ks[n] = k
+		if n++; n == len(reps) {
+			flush()
+		}
 	}
+	flush()
 	resp.Packed = out
 	return resp, nil
 }
