@@ -614,22 +614,25 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 			}
 		}
 	}
-	// The series come a chunk at a time: their owners are looked up for the
-	// whole chunk first, which reads every entry's hash with no lock in
-	// between, so that the loads of the entries from memory overlap instead
-	// of each waiting for the last (a sync touches every series of a large
-	// table, few of which are in the CPU's caches).
+	// The series come a chunk at a time: the whole chunk's entries are
+	// loaded (counters.Entry.Prefetch) and their owners looked up first,
+	// with no lock in between, so that the loads of the entries from memory
+	// overlap instead of each waiting for the last (a sync touches every
+	// series of a large table, few of which are in the CPU's caches).
 	var chunk [32]*counters.Entry
 	n := 0
 	flush := func() {
 		var owners [len(chunk)]string
 		var oks [len(chunk)]bool
+		var x byte
 		for i, en := range chunk[:n] {
+			x ^= en.Prefetch()
 			owners[i], oks[i] = e.cfg.Central, true
 			if e.cfg.Central == "" {
 				owners[i], oks[i] = ownerOf(en.Hash())
 			}
 		}
+		runtime.KeepAlive(x)
 		for i, en := range chunk[:n] {
 			if oks[i] {
 				one(en, owners[i])
@@ -723,12 +726,13 @@ func (e *Engine) Apply(now time.Time, b *Batch, resp *peerpb.SyncResponse) error
 	return nil
 }
 
-// touch reads the hash of every entry refs name, with no lock in between,
-// so that their loads from memory overlap before each is locked in turn.
+// touch loads every entry refs name (counters.Entry.Prefetch), with no
+// lock in between, so that their loads from memory overlap before each is
+// locked in turn.
 func touch(refs []ref) {
-	var x uint64
+	var x byte
 	for i := range refs {
-		x ^= refs[i].e.Hash()
+		x ^= refs[i].e.Prefetch()
 	}
 	runtime.KeepAlive(x)
 }
