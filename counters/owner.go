@@ -300,7 +300,7 @@ type ownerWindow struct {
 	// other owner can have granted caps in the window then, whatever the
 	// membership change that made it inherited.
 	ownedThroughout bool
-	origins         []*originState          // one per instance that reported
+	origins         []*originState // one per instance that reported
 	// slab holds the origins' states, allocated a few at a time so that a
 	// window's lie together in memory (a grant reads every one of them);
 	// a full slab is left as it is and a new one started, so that no
@@ -308,10 +308,10 @@ type ownerWindow struct {
 	slab []originState
 	// originsBuf is origins' first backing array, in the window itself.
 	originsBuf [3]*originState
-	byName          map[string]*originState // origins by name, once there are more than originsScan
-	view            *windowView             // see aligned
-	counted         int64                   // the origins' cumulative counts added up
-	snaps           int                     // how many origins have a predecessor's knowledge (snapFrom)
+	byName     map[string]*originState // origins by name, once there are more than originsScan
+	view       *windowView             // see aligned
+	counted    int64                   // the origins' cumulative counts added up
+	snaps      int                     // how many origins have a predecessor's knowledge (snapFrom)
 }
 
 type originState struct {
