@@ -186,6 +186,9 @@ type Owner struct {
 	ownership []ownView
 	dropped   uint64
 	scratch   grantScratch
+	// decayDt and decayOf are decay's last argument and result.
+	decayDt int64
+	decayOf float64
 }
 
 type ownerMembers struct {
@@ -483,7 +486,7 @@ func (o *Owner) SetMajority(ok bool) {
 func (o *Owner) Report(now time.Time, origin string, incarnation uint64, r *Report) Answer {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.report(now.UnixNano(), origin, incarnation, r)
+	return o.report(now.UnixNano(), origin, incarnation, o.contacts[origin], r)
 }
 
 // ReportAll records reports of one origin, each as Report does, and
@@ -498,8 +501,9 @@ func (o *Owner) ReportAll(now time.Time, origin string, incarnation uint64, rs [
 		n := min(len(rs), chunk)
 		o.mu.Lock()
 		o.touch(rs[:n])
+		c := o.contacts[origin]
 		for i := range rs[:n] {
-			out[i] = o.report(nowNs, origin, incarnation, &rs[i])
+			out[i] = o.report(nowNs, origin, incarnation, c, &rs[i])
 		}
 		o.mu.Unlock()
 		rs, out = rs[n:], out[n:]
@@ -524,8 +528,9 @@ func (o *Owner) touch(rs []Report) {
 	runtime.KeepAlive(x)
 }
 
-// report is Report with the lock held and now in Unix ns.
-func (o *Owner) report(nowNs int64, origin string, incarnation uint64, r *Report) Answer {
+// report is Report with the lock held, now in Unix ns and c the origin's
+// contact record (o.contacts[origin]).
+func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contact, r *Report) Answer {
 	ser := r.Series
 	if ser == nil || ser.owner != o || ser.gone {
 		ser = nil
@@ -609,7 +614,7 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, r *Report
 			// The demand reported is the window's since the last report,
 			// which may have been in the window before.
 			elapsed = max(min(nowNs-last, nowNs-r.Key.WindowStart), elapsed)
-			decay = math.Exp(-float64(nowNs-last) / float64(5*o.cfg.Interval))
+			decay = o.decay(nowNs - last)
 		}
 		st.instant = float64(r.Demand) / float64(elapsed)
 		st.mean = decay*mean + (1-decay)*st.instant
@@ -655,7 +660,7 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, r *Report
 	// asks again when it needs to, and is reserved nothing meanwhile.
 	first := !st.hasGiven
 	st.given, st.hasGiven, st.carry = grant, true, st.total() > 0
-	if c := o.contacts[origin]; c != nil {
+	if c != nil {
 		st.givenSeq = c.seq // the answer Hello numbered for this batch
 		if first {
 			st.firstSeq = c.seq
@@ -673,6 +678,17 @@ func (o *Owner) addSeries(k Key) *OwnerSeries {
 	s.next = o.series[s.hash&o.bucketMask]
 	o.series[s.hash&o.bucketMask] = s
 	return s
+}
+
+// decay returns how much of an origin's rate is left after dt ns: it
+// decays over five sync intervals. The last result is kept: the reports of
+// a batch were all made at one time, as were those of the batch before, so
+// that most of them ask for the same dt. The lock must be held.
+func (o *Owner) decay(dt int64) float64 {
+	if dt != o.decayDt || o.decayDt == 0 {
+		o.decayDt, o.decayOf = dt, math.Exp(-float64(dt)/float64(5*o.cfg.Interval))
+	}
+	return o.decayOf
 }
 
 // foreign reports whether an owner name and incarnation are another
