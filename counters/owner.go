@@ -317,6 +317,9 @@ type ownerWindow struct {
 	snaps      int                     // how many origins have a predecessor's knowledge (snapFrom)
 }
 
+// originState is one origin's state in a window. Its fields are ordered
+// so that it spans few cache lines (a grant reads every origin's): the
+// flags share a word, and what is read on every report comes first.
 type originState struct {
 	name        string
 	incarnation uint64
@@ -326,26 +329,27 @@ type originState struct {
 	mean, peak  float64 // its parts: a moving average, and a decaying peak of bursts
 	instant     float64 // demand per ns since the last report (an interval at least)
 	lastSeen    int64
-	held        int64 // cap the origin reported holding
-	heldGrant   bool  // that cap is a grant (not its count or static share)
-	heldCarry   bool  // and whether that cap carries into the next window
-	given       int64 // cap the owner last granted
+	heldGrant   bool // the cap held is a grant (not its count or static share)
+	heldCarry   bool // and whether that cap carries into the next window
 	hasGiven    bool
 	carry       bool   // the last grant carries into the next window
+	hadShare    bool   // a grant beyond its count was given in this window
+	hasForeign  bool   // see foreignCap
+	lastForeign bool   // see seen
+	held        int64  // cap the origin reported holding
+	given       int64  // cap the owner last granted
 	givenSeq    uint64 // the number of the answer that carried it (Hello)
 	firstSeq    uint64 // and of the first answer with a grant in this window
-	hadShare    bool   // a grant beyond its count was given in this window
 	// foreignCap is the smallest cap granted by another owner that the
 	// origin reported holding in this window (hasForeign says there was
 	// one): what a previous owner had given it, which bounds what that
 	// owner could have given everyone else.
 	foreignCap int64
-	hasForeign bool
 	// What the origin last knew from another owner in its current run: the
 	// others' total there (KnownGlobal - KnownAcked), and from whom.
 	snapOthers int64
-	snapFrom   string
 	snapInc    uint64
+	snapFrom   string
 	// seen is how much of the origin's current run a predecessor's total
 	// may include (see hidden): what a predecessor acknowledged of it
 	// (KnownAcked), or all this owner had counted of it when another
@@ -353,8 +357,7 @@ type originState struct {
 	// told that owner of those counts (when it took the series over, or on
 	// the other side of a partition). lastForeign says the origin's latest
 	// report carried another owner's knowledge (its part there is exact).
-	seen        int64
-	lastForeign bool
+	seen int64
 }
 
 func (o *originState) total() int64 { return o.base + o.own }

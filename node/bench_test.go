@@ -121,6 +121,7 @@ func BenchmarkSyncCost(b *testing.B) {
 					if err := e.Apply(now, bt, &back); err != nil {
 						b.Fatal(err)
 					}
+					e.Release(bt)
 				}
 			}
 			// The first intervals of a key's life are not timed: they create

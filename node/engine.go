@@ -150,6 +150,8 @@ type Engine struct {
 	localRefs []ref
 	localReps []counters.Report
 	localIdx  []int32
+	// spare keeps released batches' buffers for later rounds (Release).
+	spare spareBufs
 	// local keeps the owner's handles of the series this member owns.
 	local   localDict
 	resyncs atomic.Uint64
@@ -545,7 +547,7 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 			if owner != e.cfg.Name {
 				if b == nil {
 					b = &Batch{Owner: owner, Req: &peerpb.SyncRequest{Origin: e.cfg.Name, Incarnation: e.cfg.Incarnation}}
-					b.refs = make([]ref, 0, perOwner)
+					b.refs = e.spare.takeRefs(perOwner)
 					if e.cfg.Central == "" && links[owner] != nil && links[owner].packed.Load() {
 						b.enc = e.newEncoder(owner, nowNs, perOwner)
 					} else {
@@ -701,6 +703,86 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 func key(en *counters.Entry, start int64) counters.Key {
 	t, ep, m, p := en.Identity()
 	return counters.Key{Tenant: t, Endpoint: ep, Method: m, Period: p, WindowStart: start}
+}
+
+// Release gives the batch's buffers back to the engine, for its later
+// rounds to reuse (the collector then need not sweep them every interval).
+// Call it once Apply or Fail is done with the batch and its request is
+// sent; the batch and its request are not to be used after it. A batch
+// never released is collected as usual.
+func (e *Engine) Release(b *Batch) {
+	if b == nil {
+		return
+	}
+	e.spare.putRefs(b.refs)
+	if b.enc != nil {
+		e.spare.putBuf(b.enc.buf)
+		b.enc.buf = nil
+	}
+	b.refs, b.Req = nil, nil
+}
+
+// spareBufs holds a few buffers of released batches. It is safe for
+// concurrent use.
+type spareBufs struct {
+	mu   sync.Mutex
+	refs [][]ref
+	bufs [][]byte
+}
+
+// spareKeep bounds the buffers of each kind kept: a round's batches, one
+// per owner, on a cluster of a few members.
+const spareKeep = 8
+
+// takeRefs returns an empty buffer of refs with room for n, if one was
+// kept, or a new one.
+func (sp *spareBufs) takeRefs(n int) []ref {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	for i := len(sp.refs) - 1; i >= 0; i-- {
+		if r := sp.refs[i]; cap(r) >= n && cap(r) <= 2*n+1024 {
+			sp.refs = slices.Delete(sp.refs, i, i+1)
+			return r
+		}
+	}
+	return make([]ref, 0, n)
+}
+
+func (sp *spareBufs) putRefs(r []ref) {
+	if cap(r) == 0 {
+		return
+	}
+	clear(r) // keeps no entry alive
+	sp.mu.Lock()
+	if len(sp.refs) < spareKeep {
+		sp.refs = append(sp.refs, r[:0])
+	}
+	sp.mu.Unlock()
+}
+
+// takeBuf returns an empty byte buffer with room for n, if one was kept,
+// or a new one.
+func (sp *spareBufs) takeBuf(n int) []byte {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	for i := len(sp.bufs) - 1; i >= 0; i-- {
+		if b := sp.bufs[i]; cap(b) >= n && cap(b) <= 2*n+1024 {
+			sp.bufs = slices.Delete(sp.bufs, i, i+1)
+			return b
+		}
+	}
+	return make([]byte, 0, n)
+}
+
+func (sp *spareBufs) putBuf(b []byte) {
+	if cap(b) == 0 {
+		return
+	}
+	sp.mu.Lock()
+	if len(sp.bufs) < spareKeep {
+		sp.bufs = append(sp.bufs, b[:0])
+	}
+	sp.mu.Unlock()
 }
 
 // Apply records an owner's answer to a batch.

@@ -590,14 +590,16 @@ func (n *Node) send(ctx context.Context, b *Batch) {
 	resp, err := n.call(ctx, b)
 	n.m.syncSeconds.Observe(time.Since(start).Seconds())
 	now := n.cfg.Clock()
+	reports := b.Len()
 	if err == nil {
 		err = n.engine.Apply(now, b, resp)
 	} else {
 		n.engine.Fail(now, b)
 	}
+	n.engine.Release(b)
 	if err != nil {
 		n.m.syncError.Inc()
-		n.log.Debug("sync call failed", "owner", b.Owner, "reports", b.Len(), "err", err)
+		n.log.Debug("sync call failed", "owner", b.Owner, "reports", reports, "err", err)
 		n.noteSync(b.Owner, err)
 		n.storeHealth(err)
 		return

@@ -167,7 +167,7 @@ func (e *Engine) newDict(owner string) *sendDict {
 }
 
 func (e *Engine) newEncoder(owner string, nowNs int64, capacity int) *encoder {
-	return &encoder{d: e.dictFor(owner), prev: -1, at: nowNs, buf: make([]byte, 0, 16*capacity+16)}
+	return &encoder{d: e.dictFor(owner), prev: -1, at: nowNs, buf: e.spare.takeBuf(16*capacity + 16)}
 }
 
 // index returns the dictionary index of en, defining it if need be, or
@@ -513,7 +513,7 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 
 	resp := &peerpb.SyncResponse{Incarnation: e.cfg.Incarnation, PackedOk: true}
 	resp.Seq = e.owner.Hello(now, req.Origin, req.Ack, req.View)
-	out := make([]byte, 0, 8*int(req.PackedCount)+8)
+	out := make([]byte, 0, 16*int(req.PackedCount)+16) // an answer is about 14 bytes
 	r = reader{b: req.Packed}
 	prev = -1
 	// The reports go to the owner a chunk at a time (Owner.ReportAll).
