@@ -185,7 +185,7 @@ func loadDir(dir string) (*rls.Config, error) {
 type options struct {
 	name, configDir, limitsFile, rlsAddr, httpAddr, addr, seeds, gossipKey, logLevel, policy, label string
 	peerCert, peerKey, peerCA, partition                                                            string
-	gossipPort, peerPort, maxEntries                                                                int
+	gossipPort, peerPort, maxEntries, ownerWindows                                                  int
 	syncInterval, joinTimeout, reloadInterval, quorumTerm                                           time.Duration
 	safeShare                                                                                       float64
 	local                                                                                           bool
@@ -217,6 +217,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	fs.Float64Var(&o.safeShare, "safe-share", 0, "majority rule: the fraction of its static share a member cut off from the majority admits after the term (0: none)")
 	fs.DurationVar(&o.syncInterval, "sync-interval", 200*time.Millisecond, "how often each instance syncs with the owners of its keys")
 	fs.IntVar(&o.maxEntries, "max-entries", 100_000, "counter series held per instance")
+	fs.IntVar(&o.ownerWindows, "owner-windows", 200_000, "windows this instance aggregates as the owner of their series (a share of the cluster's active series, one per tier and window): reports of new windows past it are answered without aggregation, so size it for the cluster's series over the members, with room")
 	fs.StringVar(&o.label, "gossip-label", "", "cluster label: nodes with another label never join")
 	fs.DurationVar(&o.joinTimeout, "join-timeout", 0, "fail at start if no seed answers within this (0: run alone and keep trying)")
 	fs.BoolVar(&o.local, "local", false, "run on 127.0.0.1 (peers on OS-chosen ports, -rls-addr and -http-addr on 127.0.0.1 unless they name a host) with the fast local gossip profile (tests, trying it out)")
@@ -295,6 +296,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, hup <-c
 	nc.SyncInterval = o.syncInterval
 	nc.Partition, nc.QuorumTerm, nc.SafeShare = node.Partition(o.partition), o.quorumTerm, o.safeShare
 	nc.Table.MaxEntries = o.maxEntries
+	nc.OwnerWindows = o.ownerWindows
 	nc.Gossip.Label = o.label
 	nc.Gossip.JoinTimeout = o.joinTimeout
 	if o.seeds != "" {

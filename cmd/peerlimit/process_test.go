@@ -23,15 +23,17 @@ type process struct {
 }
 
 // startProcess runs the peerlimit binary bin as member name on 127.0.0.1
-// with the configuration directory dir, seeded with seed (none if empty),
-// and waits for its ready line. The process gets SIGTERM at the end of the
-// test, and its log is printed if the test failed.
-func startProcess(t *testing.T, bin, name, dir, seed string) *process {
+// with the configuration directory dir, seeded with seed (none if empty)
+// and the flags extra, and waits for its ready line. The process gets
+// SIGTERM at the end of the test, and its log is printed if the test
+// failed.
+func startProcess(t *testing.T, bin, name, dir, seed string, extra ...string) *process {
 	t.Helper()
 	args := []string{"-local", "-name", name, "-config-dir", dir, "-rls-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-log-level", "warn"}
 	if seed != "" {
 		args = append(args, "-seeds", seed)
 	}
+	args = append(args, extra...)
 	p := &process{cmd: exec.Command(bin, args...), stderr: &testutil.SyncBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
 	out, err := p.cmd.StdoutPipe()
