@@ -206,9 +206,12 @@ const millionLimit = 100
 
 // activate sends one request for each bulk tenant of process node (tenant
 // i with i mod nodes == node), 32 tenants a call, from many callers at
-// once, until each was admitted once or the deadline passes.
+// once, until each was admitted once or the deadline passes. A call's
+// tenants are decided one after the other, each waiting for its first
+// lease, so the callers are many: each has one tenant waiting at a time,
+// and a sync round asks the owners for all of them.
 func activate(c rlsv3.RateLimitServiceClient, node, nodes, tenants int, deadline time.Time, calls *atomic.Int64) error {
-	const callers, perCall = 256, 32
+	const callers, perCall = 2048, 32
 	next := make(chan []string, callers)
 	go func() {
 		defer close(next)
