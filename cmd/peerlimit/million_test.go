@@ -36,7 +36,8 @@ import (
 //
 // CI runs 30,000 tenants; PEERLIMIT_MILLION=1000000 runs the full size
 // (README, issue 13): go test ./cmd/peerlimit -run TestMillionTenants -v
-// -timeout 30m with it set.
+// -timeout 40m with it set, and PEERLIMIT_MILLION_SYNC (default 1s) for
+// another sync interval.
 func TestMillionTenants(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts three processes")
@@ -50,10 +51,19 @@ func TestMillionTenants(t *testing.T) {
 		tenants = n
 	}
 	const (
-		sample   = 100 // tenants offered twice the limit
-		interval = time.Second
-		quiet    = 10 // sync rounds measured with no request
+		sample = 100 // tenants offered twice the limit
+		quiet  = 10  // sync rounds measured with no request
 	)
+	// The sync interval (a sync call's timeout is twice that): 1 s, or
+	// PEERLIMIT_MILLION_SYNC.
+	interval := time.Second
+	if v := os.Getenv("PEERLIMIT_MILLION_SYNC"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("PEERLIMIT_MILLION_SYNC=%q: want a duration", v)
+		}
+		interval = d
+	}
 	// The run must end in the window it starts in: a tenant whose window
 	// turns sees its counts start again.
 	need := 3*time.Minute + time.Duration(tenants/1000)*time.Second
@@ -104,7 +114,7 @@ func TestMillionTenants(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- activate(clients[node], node, len(ps), tenants, deadline, &calls)
+			errs <- activate(clients[node], node, len(ps), tenants, interval, deadline, &calls)
 		}()
 	}
 	wg.Wait()
@@ -174,8 +184,11 @@ func TestMillionTenants(t *testing.T) {
 	}
 
 	// The sample: each tenant offered twice the limit, round-robin over
-	// the processes, the tenants at once.
+	// the processes, the tenants at once, within a bounded time.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute+40*interval)
+	defer cancel()
 	admitted := make([]int, sample)
+	var answered atomic.Int64
 	var sw sync.WaitGroup
 	for s := range sample {
 		sw.Add(1)
@@ -183,14 +196,21 @@ func TestMillionTenants(t *testing.T) {
 			defer sw.Done()
 			req := tenantReq("million", fmt.Sprintf("s%04d", s))
 			for i := range 2 * millionLimit {
-				r, err := clients[(s+i)%len(clients)].ShouldRateLimit(context.Background(), req)
-				if err == nil && r.OverallCode == rlsv3.RateLimitResponse_OK {
+				r, err := clients[(s+i)%len(clients)].ShouldRateLimit(ctx, req)
+				if err != nil {
+					return // the sample's time is up
+				}
+				answered.Add(1)
+				if r.OverallCode == rlsv3.RateLimitResponse_OK {
 					admitted[s]++
 				}
 			}
 		}()
 	}
 	sw.Wait()
+	if n := answered.Load(); n < 2*millionLimit*sample {
+		t.Fatalf("sample: %d of %d requests answered in %v (admitted %d)", n, 2*millionLimit*sample, 2*time.Minute+40*interval, sum(admitted))
+	}
 	var over, under int
 	for _, a := range admitted {
 		over, under = max(over, a-millionLimit), max(under, millionLimit-a)
@@ -199,6 +219,13 @@ func TestMillionTenants(t *testing.T) {
 	if over > millionLimit/100+1 || under > millionLimit*5/100 {
 		t.Errorf("sample: worst over %d, under %d of a limit of %d: want at most 1%% + 1 over and 5%% under", over, under, millionLimit)
 	}
+}
+
+func sum(xs []int) (n int) {
+	for _, x := range xs {
+		n += x
+	}
+	return n
 }
 
 // millionLimit is TestMillionTenants' limit per tenant and window.
@@ -210,7 +237,7 @@ const millionLimit = 100
 // tenants are decided one after the other, each waiting for its first
 // lease, so the callers are many: each has one tenant waiting at a time,
 // and a sync round asks the owners for all of them.
-func activate(c rlsv3.RateLimitServiceClient, node, nodes, tenants int, deadline time.Time, calls *atomic.Int64) error {
+func activate(c rlsv3.RateLimitServiceClient, node, nodes, tenants int, interval time.Duration, deadline time.Time, calls *atomic.Int64) error {
 	const callers, perCall = 2048, 32
 	next := make(chan []string, callers)
 	go func() {
@@ -252,6 +279,12 @@ func activate(c rlsv3.RateLimitServiceClient, node, nodes, tenants int, deadline
 						if st.Code != rlsv3.RateLimitResponse_OK {
 							again = append(again, batch[i])
 						}
+					}
+					if len(again) == len(batch) {
+						// None admitted: their waits for a lease ran out,
+						// the owners are behind. Not again before the next
+						// sync round (a pause, not a synchronisation).
+						<-time.After(interval)
 					}
 					batch = again
 				}
