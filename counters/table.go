@@ -612,6 +612,21 @@ func (t *Table) Range(fn func(e *Entry) bool) {
 	}
 }
 
+// RangeFrom is Range starting with the shard of the series hash from (see
+// Entry.Hash) and wrapping around, so that a caller that stops early (a
+// batch that is full) can go on from where it stopped the next time.
+func (t *Table) RangeFrom(from uint64, fn func(e *Entry) bool) {
+	first := int(from & t.mask)
+	for k := range t.shards {
+		sl := t.shards[(first+k)&int(t.mask)].tab.Load()
+		for j := range sl.s {
+			if e := sl.s[j].Load(); e != nil && e != tombstone && !fn(e) {
+				return
+			}
+		}
+	}
+}
+
 // Get returns the entry of a series, or nil if the table does not hold it.
 func (t *Table) Get(tenant, endpoint, method string, period time.Duration) *Entry {
 	l := Limit{Tenant: tenant, Endpoint: endpoint, Method: method, Period: period}

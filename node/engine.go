@@ -123,10 +123,11 @@ type EngineConfig struct {
 // gossip, gRPC and tickers, and the simulator drives the very same code on
 // virtual time. It is safe for concurrent use.
 type Engine struct {
-	cfg   EngineConfig
-	table *counters.Table
-	ring  *ring.Ring
-	owner *counters.Owner
+	resume atomic.Uint64 // hash of the first series a full batch left out (Prepare walks from its shard)
+	cfg    EngineConfig
+	table  *counters.Table
+	ring   *ring.Ring
+	owner  *counters.Owner
 
 	contact time.Duration // counters.OwnerConfig.Contact
 	view    atomic.Uint64 // counters.ViewDigest of alive
@@ -432,7 +433,12 @@ type ref struct {
 // call. Batches are sorted by owner.
 func (e *Engine) Prepare(now time.Time) []*Batch {
 	e.updateQuorum(now)
-	return e.prepare(now, e.ring.Owner, e.ring.Version(), false, true, e.table.Range)
+	// A batch that reaches MaxBatch leaves the rest for the next round,
+	// which walks the table from where the first one did (the series past
+	// the cap are not left out again).
+	return e.prepare(now, e.ring.Owner, e.ring.Version(), false, true, func(fn func(*counters.Entry) bool) {
+		e.table.RangeFrom(e.resume.Swap(0), fn)
+	})
 }
 
 // PrepareAsking builds a sync asked for at once by pending decisions: like
@@ -556,6 +562,9 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 					byOwner[owner] = b
 				}
 				if len(b.refs) >= e.cfg.MaxBatch {
+					if full {
+						e.resume.CompareAndSwap(0, en.Hash())
+					}
 					continue // waits for the next interval
 				}
 			}
@@ -563,6 +572,9 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 			if b != nil && b.enc != nil {
 				var ok bool
 				if wi, ok = b.enc.index(en); !ok {
+					if full {
+						e.resume.CompareAndSwap(0, en.Hash())
+					}
 					continue // its definition waits for the next interval
 				}
 			}

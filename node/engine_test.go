@@ -481,3 +481,47 @@ func TestEngineIdleMemberGivesBackItsLease(t *testing.T) {
 		t.Errorf("the client moved from n1 (%d admitted) to n2: %d admitted in the next window, want at least %d", first, second, want)
 	}
 }
+
+// TestEngineFullBatchesReachEverySeries: a member with more series for one
+// owner than MaxBatch sends the rest in later rounds, and every series gets
+// there: each round walks the table from another place. Walked in the same
+// order every round, the series past the cap were never sent while the
+// others had traffic (in TestMillionTenants, a tail of tenants never got
+// a lease).
+func TestEngineFullBatchesReachEverySeries(t *testing.T) {
+	c := newClusterWith(t, 2, func(cfg *EngineConfig) { cfg.Policy = PolicyOptimistic; cfg.MaxBatch = 10 })
+	e := c.engines["n0"]
+	var remote []counters.Limit
+	for i := 0; len(remote) < 60; i++ {
+		l := counters.Limit{Tenant: fmt.Sprintf("t%d", i), Endpoint: "/p/*", Method: "GET", Period: time.Hour, Threshold: 1000}
+		if owner, _ := e.ring.Owner(l.Hash()); owner == "n1" {
+			remote = append(remote, l)
+		}
+	}
+	now := t0
+	for round := range 40 {
+		for _, l := range remote { // every series has traffic every round
+			if _, err := e.Take(now, []counters.Limit{l}, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		now = now.Add(200 * time.Millisecond)
+		c.sync(now)
+		if round < 6 {
+			continue
+		}
+		missing := 0
+		for _, l := range remote {
+			en := e.Table().Get(l.Tenant, l.Endpoint, l.Method, l.Period)
+			en.Lock()
+			if en.Current().Acked == 0 {
+				missing++
+			}
+			en.Unlock()
+		}
+		if missing == 0 {
+			return
+		}
+	}
+	t.Fatalf("after 40 rounds of at most 10 reports per batch, some of the %d series were never acknowledged", len(remote))
+}
