@@ -553,7 +553,7 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 			if owner != e.cfg.Name {
 				if b == nil {
 					b = &Batch{Owner: owner, Req: &peerpb.SyncRequest{Origin: e.cfg.Name, Incarnation: e.cfg.Incarnation}}
-					b.refs = e.spare.takeRefs(perOwner)
+					b.refs = e.spare.refs.take(perOwner)
 					if e.cfg.Central == "" && links[owner] != nil && links[owner].packed.Load() {
 						b.enc = e.newEncoder(owner, nowNs, perOwner)
 					} else {
@@ -726,73 +726,56 @@ func (e *Engine) Release(b *Batch) {
 	if b == nil {
 		return
 	}
-	e.spare.putRefs(b.refs)
+	e.spare.refs.put(b.refs)
 	if b.enc != nil {
-		e.spare.putBuf(b.enc.buf)
+		e.spare.bytes.put(b.enc.buf)
 		b.enc.buf = nil
 	}
 	b.refs, b.Req = nil, nil
 }
 
-// spareBufs holds a few buffers of released batches. It is safe for
-// concurrent use.
+// spareBufs holds a few buffers of released batches: their refs and their
+// packed requests.
 type spareBufs struct {
+	refs  spares[ref]
+	bytes spares[byte]
+}
+
+// spares holds a few empty slices of one kind for reuse. It is safe for
+// concurrent use.
+type spares[T any] struct {
 	mu   sync.Mutex
-	refs [][]ref
-	bufs [][]byte
+	kept [][]T
 }
 
 // spareKeep bounds the buffers of each kind kept: a round's batches, one
 // per owner, on a cluster of a few members.
 const spareKeep = 8
 
-// takeRefs returns an empty buffer of refs with room for n, if one was
-// kept, or a new one.
-func (sp *spareBufs) takeRefs(n int) []ref {
+// take returns an empty slice with room for n, if one of about that size
+// was kept, or a new one.
+func (sp *spares[T]) take(n int) []T {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	for i := len(sp.refs) - 1; i >= 0; i-- {
-		if r := sp.refs[i]; cap(r) >= n && cap(r) <= 2*n+1024 {
-			sp.refs = slices.Delete(sp.refs, i, i+1)
-			return r
-		}
-	}
-	return make([]ref, 0, n)
-}
-
-func (sp *spareBufs) putRefs(r []ref) {
-	if cap(r) == 0 {
-		return
-	}
-	clear(r) // keeps no entry alive
-	sp.mu.Lock()
-	if len(sp.refs) < spareKeep {
-		sp.refs = append(sp.refs, r[:0])
-	}
-	sp.mu.Unlock()
-}
-
-// takeBuf returns an empty byte buffer with room for n, if one was kept,
-// or a new one.
-func (sp *spareBufs) takeBuf(n int) []byte {
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	for i := len(sp.bufs) - 1; i >= 0; i-- {
-		if b := sp.bufs[i]; cap(b) >= n && cap(b) <= 2*n+1024 {
-			sp.bufs = slices.Delete(sp.bufs, i, i+1)
+	for i := len(sp.kept) - 1; i >= 0; i-- {
+		if b := sp.kept[i]; cap(b) >= n && cap(b) <= 2*n+1024 {
+			sp.kept = slices.Delete(sp.kept, i, i+1)
 			return b
 		}
 	}
-	return make([]byte, 0, n)
+	return make([]T, 0, n)
 }
 
-func (sp *spareBufs) putBuf(b []byte) {
+// put keeps b for a later take, emptied (so that it keeps nothing it
+// points to alive), unless enough are kept.
+func (sp *spares[T]) put(b []T) {
 	if cap(b) == 0 {
 		return
 	}
+	clear(b)
 	sp.mu.Lock()
-	if len(sp.bufs) < spareKeep {
-		sp.bufs = append(sp.bufs, b[:0])
+	if len(sp.kept) < spareKeep {
+		sp.kept = append(sp.kept, b[:0])
 	}
 	sp.mu.Unlock()
 }

@@ -167,7 +167,7 @@ func (e *Engine) newDict(owner string) *sendDict {
 }
 
 func (e *Engine) newEncoder(owner string, nowNs int64, capacity int) *encoder {
-	return &encoder{d: e.dictFor(owner), prev: -1, at: nowNs, buf: e.spare.takeBuf(16*capacity + 16)}
+	return &encoder{d: e.dictFor(owner), prev: -1, at: nowNs, buf: e.spare.bytes.take(16*capacity + 16)}
 }
 
 // index returns the dictionary index of en, defining it if need be, or
