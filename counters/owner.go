@@ -335,7 +335,6 @@ type originState struct {
 	carry       bool   // the last grant carries into the next window
 	hadShare    bool   // a grant beyond its count was given in this window
 	hasForeign  bool   // see foreignCap
-	lastForeign bool   // see seen
 	held        int64  // cap the origin reported holding
 	given       int64  // cap the owner last granted
 	givenSeq    uint64 // the number of the answer that carried it (Hello)
@@ -345,19 +344,11 @@ type originState struct {
 	// one): what a previous owner had given it, which bounds what that
 	// owner could have given everyone else.
 	foreignCap int64
-	// What the origin last knew from another owner in its current run: the
-	// others' total there (KnownGlobal - KnownAcked), and from whom.
-	snapOthers int64
-	snapInc    uint64
-	snapFrom   string
-	// seen is how much of the origin's current run a predecessor's total
-	// may include (see hidden): what a predecessor acknowledged of it
-	// (KnownAcked), or all this owner had counted of it when another
-	// owner's knowledge reached it, since this owner's answers may have
-	// told that owner of those counts (when it took the series over, or on
-	// the other side of a partition). lastForeign says the origin's latest
-	// report carried another owner's knowledge (its part there is exact).
-	seen int64
+	// What the origin last knew from another owner: the others' total
+	// (KnownGlobal - KnownAcked), its own part (KnownAcked), and from whom.
+	snapOthers, snapOwn int64
+	snapInc             uint64
+	snapFrom            string
 }
 
 func (o *originState) total() int64 { return o.base + o.own }
@@ -568,6 +559,7 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 	}
 	r.Series = ser
 	w.threshold, w.alg = r.Threshold, r.Algorithm
+	fresh := w.find(origin) == nil
 	st := w.origin(origin, len(o.members.sorted))
 
 	before := st.total()
@@ -576,12 +568,6 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 		st.base += st.own
 		st.incarnation, st.own = incarnation, r.Own
 		st.hasGiven, st.carry = false, false
-		// What was known of its earlier runs is in base now.
-		if st.snapFrom != "" {
-			w.snaps--
-		}
-		st.snapOthers, st.snapFrom, st.snapInc = 0, "", 0
-		st.seen, st.lastForeign = 0, false
 	case incarnation == st.incarnation && r.Own > st.own:
 		st.own = r.Own
 	}
@@ -632,24 +618,15 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 		if r.HasGrant && o.foreign(r.CapFrom, r.CapFromIncarnation) && (!st.hasForeign || r.Cap < st.foreignCap) {
 			st.foreignCap, st.hasForeign = r.Cap, true
 		}
-		// A predecessor's knowledge (see hidden).
-		if o.foreign(r.KnownFrom, r.KnownFromIncarnation) {
+		// A predecessor's knowledge matters only for origins this owner had
+		// no history of in this window: an owner that kept its per-origin
+		// counts (say, through a partition and its heal) needs none.
+		if o.foreign(r.KnownFrom, r.KnownFromIncarnation) && (fresh || st.snapFrom != "") {
 			if st.snapFrom == "" {
 				w.snaps++
 			}
-			st.snapOthers = r.KnownGlobal - r.KnownAcked
+			st.snapOthers, st.snapOwn = r.KnownGlobal-r.KnownAcked, r.KnownAcked
 			st.snapFrom, st.snapInc = r.KnownFrom, r.KnownFromIncarnation
-			st.seen, st.lastForeign = max(st.seen, min(r.KnownAcked, st.own)), true
-			// An earlier run of this owner knew nothing this run counted.
-			if r.KnownFrom != o.cfg.Self {
-				for _, x := range w.origins {
-					if x != st && !x.lastForeign {
-						x.seen = max(x.seen, x.own)
-					}
-				}
-			}
-		} else {
-			st.lastForeign = false
 		}
 	}
 	global := w.total()
@@ -754,34 +731,27 @@ func (w *ownerWindow) total() int64 { return w.counted + w.hidden() }
 
 // hidden estimates the counts of origins that reported to a previous owner
 // and will never report here (they left or crashed). An origin o that last
-// heard from a previous owner knew the others' total there; every origin
-// that reports here accounts for its part of it, which is at most what
-// this owner counted of it: of its earlier runs (base), all; of its
-// current run, what the predecessor acknowledged of it if the origin said
-// so, else all this owner had of it when another owner's knowledge
-// arrived (seen). The rest is hidden. An owner that takes a series back
-// keeps what it counted before, and what the predecessor learnt of those
-// counts (from its answers, or from the origins) is not added again; after
-// a partition heals, the two sides' owners each knew part of the other
-// side, and the origins of both sides report here. The largest estimate
-// is kept. Only knowledge from another owner is used, so this owner's own
+// heard from a previous owner knew the others' total there; every other
+// origin that reports here accounts for its part of it (what its own
+// previous owner had acknowledged of it: after a partition heals, the two
+// sides' owners each knew part of the other side, and the origins of both
+// sides report here); the rest is hidden. The largest such estimate is
+// kept. Only knowledge from another owner is used, so this owner's own
 // answers never feed back into it.
 func (w *ownerWindow) hidden() int64 {
 	if w.snaps == 0 {
 		return 0
 	}
-	var known int64
+	var snapOwn int64
 	for _, x := range w.origins {
-		known += x.base + x.seen
+		snapOwn += x.snapOwn
 	}
 	var h int64
 	for _, o := range w.origins {
 		if o.snapFrom == "" {
 			continue
 		}
-		// o's own part of its predecessor's total is not in snapOthers
-		// (o's earlier runs may be: they are in o.base).
-		h = max(h, o.snapOthers-(known-o.seen))
+		h = max(h, o.snapOthers-(snapOwn-o.snapOwn))
 	}
 	return h
 }
