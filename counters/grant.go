@@ -302,7 +302,7 @@ const NeedHorizon = 50
 // need is what an origin is expected to need over d nanoseconds at the
 // rate of its demand: 0 for an idle origin.
 func need(s *originState, d float64) int64 {
-	return int64(math.Ceil(s.rate * d))
+	return int64(math.Ceil(s.rate() * d))
 }
 
 // fairShare splits free among origins by demand, and returns r's part.

@@ -325,8 +325,7 @@ type originState struct {
 	incarnation uint64
 	base        int64   // own counts of earlier incarnations
 	own         int64   // current incarnation's largest cumulative count
-	rate        float64 // demand per ns, estimated (see Report)
-	mean, peak  float64 // its parts: a moving average, and a decaying peak of bursts
+	mean, peak  float64 // demand per ns: a moving average, and a decaying peak of bursts (see rate)
 	instant     float64 // demand per ns since the last report (an interval at least)
 	lastSeen    int64
 	heldGrant   bool // the cap held is a grant (not its count or static share)
@@ -352,6 +351,10 @@ type originState struct {
 }
 
 func (o *originState) total() int64 { return o.base + o.own }
+
+// rate is the origin's demand rate per ns, as Report estimates it: the
+// larger of its moving average and its decaying peak of bursts.
+func (o *originState) rate() float64 { return max(o.mean, o.peak) }
 
 // capNow is the most the origin may admit before it hears from this owner
 // again: the cap it holds. Until it acknowledges the answer that carried
@@ -612,7 +615,6 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 			burst = st.instant
 		}
 		st.peak = max(decay*peak, burst)
-		st.rate = max(st.mean, st.peak)
 		st.lastSeen = nowNs
 		st.held, st.heldGrant, st.heldCarry = r.Cap, r.HasGrant, r.HasGrant && r.Carry
 		if r.HasGrant && o.foreign(r.CapFrom, r.CapFromIncarnation) && (!st.hasForeign || r.Cap < st.foreignCap) {

@@ -322,7 +322,7 @@ func TestFairShareIsExact(t *testing.T) {
 	mk := func(rates ...float64) []*originState {
 		var ss []*originState
 		for _, r := range rates {
-			ss = append(ss, &originState{rate: r})
+			ss = append(ss, &originState{mean: r})
 		}
 		return ss
 	}

@@ -601,16 +601,7 @@ func (t *Table) Sweep(now time.Time) int {
 // Range calls fn for every series in the table, until fn returns false. It
 // takes no table lock: fn may lock the entry (and should check Dead, since a
 // series may be removed meanwhile) but must not call back into the table.
-func (t *Table) Range(fn func(e *Entry) bool) {
-	for i := range t.shards {
-		sl := t.shards[i].tab.Load()
-		for j := range sl.s {
-			if e := sl.s[j].Load(); e != nil && e != tombstone && !fn(e) {
-				return
-			}
-		}
-	}
-}
+func (t *Table) Range(fn func(e *Entry) bool) { t.RangeFrom(0, fn) }
 
 // RangeFrom is Range starting with the shard of the series hash from (see
 // Entry.Hash) and wrapping around, so that a caller that stops early (a
