@@ -21,7 +21,8 @@ type handoverStep struct {
 	want        int64
 }
 
-func owns(uint64) bool { return true }
+func owns(uint64) bool    { return true }
+func ownsNot(uint64) bool { return false }
 
 func runHandover(t *testing.T, o *Owner, from time.Duration, steps []handoverStep) {
 	t.Helper()
@@ -38,6 +39,71 @@ func runHandover(t *testing.T, o *Owner, from time.Duration, steps []handoverSte
 			t.Errorf("step %d (%s/%d reports %d): global %d, want %d", i, s.origin, s.inc, s.own, got.Global, s.want)
 		}
 	}
+}
+
+// TestOwnerRegainingASeriesCountsNoOriginTwice: a owns a series, loses it
+// to d (a fourth member joined), and gets it back when c crashes. a still
+// holds what a, b and c reported before d took over; d's total, which a,
+// b and d bring, includes those counts too. Every count is in the global
+// once: the ones a kept are not added again from d's total, and c's that
+// only d saw are (c never reports again). c then restarts and counts from
+// zero under a new incarnation: its new counts add to the old ones.
+func TestOwnerRegainingASeriesCountsNoOriginTwice(t *testing.T) {
+	o := NewOwner(OwnerConfig{Self: "a", SelfIncarnation: 1})
+	o.SetMembers(base, []string{"a", "b", "c"}, nil)
+	o.SetOwnership(base, owns)
+	runHandover(t, o, 0, []handoverStep{
+		{"a", 1, 2, 0, 0, "", 2},
+		{"b", 1, 2, 0, 0, "", 4},
+		{"c", 1, 2, 2, 0, "a", 6},
+	})
+	// d owns the series from 1 s; a, b and c reach 4 each there, d 2: d's
+	// total is 14. At 3 s c crashes and the series is a's again.
+	o.SetMembers(at(time.Second), []string{"a", "b", "c", "d"}, nil)
+	o.SetOwnership(at(time.Second), ownsNot)
+	o.SetMembers(at(3*time.Second), []string{"a", "b", "d"}, map[string]int64{"c": at(3 * time.Second).UnixNano()})
+	o.SetOwnership(at(3*time.Second), owns)
+	runHandover(t, o, 3*time.Second, []handoverStep{
+		{"a", 1, 4, 14, 4, "d", 14},
+		{"b", 1, 4, 14, 4, "d", 14},
+		{"d", 1, 2, 14, 2, "d", 14},
+		{"a", 1, 6, 16, 6, "a", 16}, // a admits 2 more
+		{"c", 2, 1, 0, 0, "", 17},   // c is back: a new run
+		{"c", 2, 3, 17, 1, "a", 19},
+	})
+}
+
+// TestOwnerTakingBackASeriesAfterAnotherTenure: b takes a series over from
+// a (c is new and has heard from no owner), a takes it back when c crashes
+// then returns (a fourth member, d, left and came back), and b gets it
+// again later with a's total in the reports: b's older knowledge of a's
+// first total must not count again what b itself counted since.
+func TestOwnerTakingBackASeriesAfterAnotherTenure(t *testing.T) {
+	o := NewOwner(OwnerConfig{Self: "b", SelfIncarnation: 1})
+	o.SetMembers(base, []string{"a", "b", "c", "d"}, nil)
+	o.SetOwnership(base, owns)
+	runHandover(t, o, 0, []handoverStep{
+		{"a", 1, 2, 6, 2, "a", 6},
+		{"b", 1, 2, 6, 2, "a", 6},
+		{"c", 1, 2, 6, 2, "a", 6},
+		{"d", 1, 1, 0, 0, "", 7},
+		{"a", 1, 4, 7, 2, "b", 9},
+		{"b", 1, 4, 9, 4, "b", 11},
+		{"c", 1, 4, 11, 4, "b", 13},
+		{"d", 1, 2, 13, 2, "b", 14},
+	})
+	// a owns it from 2 s (its total stays 14: c crashed at 3 s, having
+	// admitted nothing more), and b again from 5 s.
+	o.SetMembers(at(2*time.Second), []string{"a", "b", "c"}, nil)
+	o.SetOwnership(at(2*time.Second), ownsNot)
+	o.SetMembers(at(5*time.Second), []string{"a", "b", "d"}, map[string]int64{"c": at(3 * time.Second).UnixNano()})
+	o.SetOwnership(at(5*time.Second), owns)
+	runHandover(t, o, 5*time.Second, []handoverStep{
+		{"a", 1, 4, 14, 4, "a", 14},
+		{"b", 1, 4, 14, 4, "a", 14},
+		{"d", 1, 3, 15, 3, "a", 15},
+		{"c", 2, 1, 0, 0, "", 16}, // c restarts
+	})
 }
 
 // TestOwnerRestartedTakesBackItsTotals: b restarts (incarnation 2) with no

@@ -315,6 +315,11 @@ type ownerWindow struct {
 	view       *windowView             // see aligned
 	counted    int64                   // the origins' cumulative counts added up
 	snaps      int                     // how many origins have a predecessor's knowledge (snapFrom)
+	// last is when this owner last had a report in the window (Unix ns);
+	// regained says it lost the series to another owner since a report and
+	// got it back (see lost).
+	last     int64
+	regained bool
 }
 
 // originState is one origin's state in a window. Its fields are ordered
@@ -348,9 +353,20 @@ type originState struct {
 	snapOthers, snapOwn int64
 	snapInc             uint64
 	snapFrom            string
+	// lost is the origin's count here when this owner got the series back
+	// after another owner had it (regained): that owner's total includes
+	// it, as it learnt what this owner had counted from the members that
+	// brought this owner's answers over.
+	lost int64
 }
 
 func (o *originState) total() int64 { return o.base + o.own }
+
+// part is what a predecessor's total holds of the origin's counts that
+// this owner counts too: what the predecessor acknowledged of it (the
+// origin says so), or what this owner had of it when it got the series
+// back from the predecessor, whichever is more.
+func (o *originState) part() int64 { return max(o.snapOwn, o.lost) }
 
 // rate is the origin's demand rate per ns, as Report estimates it: the
 // larger of its moving average and its decaying peak of bursts.
@@ -563,6 +579,13 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 	r.Series = ser
 	w.threshold, w.alg = r.Threshold, r.Algorithm
 	fresh := w.find(origin) == nil
+	if w.last != 0 && o.regainedSince(ser.hash, w.last) {
+		w.regained = true
+		for _, x := range w.origins {
+			x.lost = max(x.lost, x.total())
+		}
+	}
+	w.last = nowNs
 	st := w.origin(origin, len(o.members.sorted))
 
 	before := st.total()
@@ -622,8 +645,10 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 		}
 		// A predecessor's knowledge matters only for origins this owner had
 		// no history of in this window: an owner that kept its per-origin
-		// counts (say, through a partition and its heal) needs none.
-		if o.foreign(r.KnownFrom, r.KnownFromIncarnation) && (fresh || st.snapFrom != "") {
+		// counts (say, through a partition and its heal) needs none. Unless
+		// it lost the series and got it back: the other owner's total may
+		// hold counts that reached it only, of origins this one knew too.
+		if o.foreign(r.KnownFrom, r.KnownFromIncarnation) && (fresh || st.snapFrom != "" || w.regained) {
 			if st.snapFrom == "" {
 				w.snaps++
 			}
@@ -734,26 +759,26 @@ func (w *ownerWindow) total() int64 { return w.counted + w.hidden() }
 // hidden estimates the counts of origins that reported to a previous owner
 // and will never report here (they left or crashed). An origin o that last
 // heard from a previous owner knew the others' total there; every other
-// origin that reports here accounts for its part of it (what its own
-// previous owner had acknowledged of it: after a partition heals, the two
-// sides' owners each knew part of the other side, and the origins of both
-// sides report here); the rest is hidden. The largest such estimate is
-// kept. Only knowledge from another owner is used, so this owner's own
-// answers never feed back into it.
+// origin that reports here accounts for its part of it (see part: after a
+// partition heals, the two sides' owners each knew part of the other side,
+// and the origins of both sides report here; an owner that gets a series
+// back knew part of what its successor counted); the rest is hidden. The
+// largest such estimate is kept. Only knowledge from another owner is
+// used, so this owner's own answers never feed back into it.
 func (w *ownerWindow) hidden() int64 {
 	if w.snaps == 0 {
 		return 0
 	}
-	var snapOwn int64
+	var part int64
 	for _, x := range w.origins {
-		snapOwn += x.snapOwn
+		part += x.part()
 	}
 	var h int64
 	for _, o := range w.origins {
 		if o.snapFrom == "" {
 			continue
 		}
-		h = max(h, o.snapOthers-(snapOwn-o.snapOwn))
+		h = max(h, o.snapOthers-(part-o.part()))
 	}
 	return h
 }

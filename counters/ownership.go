@@ -51,3 +51,24 @@ func (o *Owner) ownedSince(hash uint64, since int64) bool {
 	}
 	return false // no view known at since
 }
+
+// regainedSince reports whether this owner owns the series now but did not
+// in some view it held from since (Unix ns) on: it lost the series to
+// another owner and got it back. Without the history, it reports false.
+// The lock must be held.
+func (o *Owner) regainedSince(hash uint64, since int64) bool {
+	n := len(o.ownership)
+	if n == 0 || o.ownership[n-1].from <= since || !o.ownership[n-1].owns(hash) {
+		return false // no view since, or not the owner now
+	}
+	for i := n - 2; i >= 0; i-- {
+		v := o.ownership[i]
+		if !v.owns(hash) {
+			return true
+		}
+		if v.from <= since {
+			return false
+		}
+	}
+	return false
+}

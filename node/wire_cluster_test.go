@@ -112,30 +112,10 @@ func TestClusterWireResynchronises(t *testing.T) {
 	slices.SortFunc(live, func(a, b *Node) int { return strings.Compare(a.Name(), b.Name()) })
 	c.waitMembers(20*time.Second, live...)
 	load(live, 1)
-	// Here no count may be lost; but the totals of series owned by a
-	// survivor end above what was admitted (the restarted member's earlier
-	// counts twice), with the unpacked encoding as well (the same figures
-	// with peerpb.Report batches): that is the owners' handover after a
-	// member returns under the same name, not the encoding, and is left to
-	// the rework of counters.Owner. Until then this step checks the lower
-	// bound, and logs the excess.
-	waitFor(t, 10*time.Second, "a restarted peer: no count lost", func() bool {
-		for _, n := range live {
-			for i, l := range limits {
-				if g, _ := globalOf(n, l); g < admitted[i] {
-					return false
-				}
-			}
-		}
-		return true
-	})
-	var over, worst int64
-	for _, n := range live {
-		for i, l := range limits {
-			g, _ := globalOf(n, l)
-			over += g - admitted[i]
-			worst = max(worst, g-admitted[i])
-		}
-	}
-	t.Logf("a restarted peer: totals above admitted by %d in all (worst series %d)", over, worst)
+	// The owners that get back series they owned before the membership
+	// changed (the ring moves some series between the survivors while the
+	// member is away, and back when it returns) keep what they counted
+	// then; the totals the reports bring from the owner in between include
+	// those counts too, and must not add them again.
+	converged("a restarted peer", live)
 }
