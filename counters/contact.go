@@ -26,6 +26,7 @@ type contact struct {
 	// at least Contact apart, so the member was out of contact between
 	// them (a partition that healed). 0: none seen.
 	gapFrom, gapAck int64
+	self            bool // the record of this owner itself, always in contact
 }
 
 // contactRing is how many recent answers' send times an owner keeps per
@@ -45,7 +46,7 @@ func (o *Owner) Hello(now time.Time, origin string, ack, view uint64) uint64 {
 	defer o.mu.Unlock()
 	c := o.contacts[origin]
 	if c == nil {
-		c = newContact(nowNs)
+		c = o.newContact(nowNs, origin)
 		o.contacts[origin] = c
 		if i, ok := o.members.index[origin]; ok {
 			o.members.contact[i] = c
@@ -80,14 +81,16 @@ func ViewDigest(alive []string) uint64 {
 	return d.Sum64()
 }
 
-func newContact(now int64) *contact { return &contact{since: now, seq: uint64(now)} }
+func (o *Owner) newContact(now int64, name string) *contact {
+	return &contact{since: now, seq: uint64(now), self: name == o.cfg.Self}
+}
 
 // seeMembers starts contact tracking for members seen for the first time
 // and forgets the members no longer known. The lock must be held.
 func (o *Owner) seeMembers(now int64, alive []string) {
 	for _, m := range alive {
 		if o.contacts[m] == nil {
-			o.contacts[m] = newContact(now)
+			o.contacts[m] = o.newContact(now, m)
 		}
 	}
 	for m := range o.contacts {
@@ -101,14 +104,12 @@ func (o *Owner) seeMembers(now int64, alive []string) {
 
 // contactAt returns when the member was last known to be in contact: the
 // send time of the newest answer it acknowledged, or when this owner first
-// saw it. This owner itself is always in contact. c is the member's
-// contact record (o.contacts[name]). The lock must be held.
-func (o *Owner) contactAt(name string, c *contact, now int64) int64 {
-	if name == o.cfg.Self {
-		return now
-	}
-	if c == nil {
-		return now
+// saw it. This owner itself is always in contact, as is a member it has no
+// record of yet (c nil). c is the member's contact record (o.contacts[name]).
+// The lock must be held.
+func contactAt(c *contact, now int64) int64 {
+	if c == nil || c.self {
+		return now // a member without a record is new here
 	}
 	return max(c.since, c.acked)
 }
@@ -120,11 +121,11 @@ func (o *Owner) contactAt(name string, c *contact, now int64) int64 {
 // beginning, since the member spent the window's beginning out of contact
 // (with its static share, or caps of an owner on its side). The lock must
 // be held.
-func (o *Owner) contactBefore(name string, c *contact, start, now int64) int64 {
-	if c != nil && name != o.cfg.Self && c.gapAck > start {
+func contactBefore(c *contact, start, now int64) int64 {
+	if c != nil && !c.self && c.gapAck > start {
 		return c.gapFrom
 	}
-	return o.contactAt(name, c, now)
+	return contactAt(c, now)
 }
 
 // synced reports whether the member sent a batch under this owner's view
@@ -132,10 +133,10 @@ func (o *Owner) contactBefore(name string, c *contact, start, now int64) int64 {
 // holds a cap in for this owner's keys. This owner itself always has. The
 // lock must be held.
 func (o *Owner) synced(name string, c *contact) bool {
-	if name == o.cfg.Self {
-		return true
+	if c == nil {
+		return name == o.cfg.Self
 	}
-	return c != nil && c.synced >= o.members.changedAt
+	return c.self || c.synced >= o.members.changedAt
 }
 
 // InContact reports whether the member acknowledged an answer of this owner
@@ -144,5 +145,5 @@ func (o *Owner) InContact(now time.Time, name string) bool {
 	nowNs := now.UnixNano()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return nowNs-o.contactAt(name, o.contacts[name], nowNs) < int64(o.cfg.Contact)
+	return nowNs-contactAt(o.contacts[name], nowNs) < int64(o.cfg.Contact)
 }

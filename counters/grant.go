@@ -157,8 +157,8 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		at := mw.at[i]
 		cr, alive := o.members.contact[at], o.members.isAlive[at]
 		e := est(s, ps)
-		inContact := now-o.contactAt(m, cr, now) < contactT && alive
-		c := o.contactBefore(m, cr, key.WindowStart, now)
+		inContact := now-contactAt(cr, now) < contactT && alive
+		c := contactBefore(cr, key.WindowStart, now)
 		if takeBack && !inContact && !alive && c < lostBefore {
 			safe := max(e, SafeShare(w.threshold, n, i, hash, o.cfg.SafeShare))
 			if s != nil {

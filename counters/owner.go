@@ -339,6 +339,7 @@ type originState struct {
 	carry       bool   // the last grant carries into the next window
 	hadShare    bool   // a grant beyond its count was given in this window
 	hasForeign  bool   // see foreignCap
+	self        bool   // the origin is this owner itself
 	held        int64  // cap the origin reported holding
 	given       int64  // cap the owner last granted
 	givenSeq    uint64 // the number of the answer that carried it (Hello)
@@ -414,7 +415,7 @@ func (o *Owner) holdsGrant(s *originState, c *contact) bool {
 // acknowledged the answer numbered seq or a later one (this owner's own
 // grants arrive at once). The lock must be held.
 func (o *Owner) ackedSince(s *originState, c *contact, seq uint64) bool {
-	if !s.hasGiven || s.name == o.cfg.Self {
+	if !s.hasGiven || s.self {
 		return s.hasGiven
 	}
 	return c != nil && c.ackSeq >= seq && c.ackSeq-seq < 1<<62
@@ -524,16 +525,20 @@ func (o *Owner) ReportAll(now time.Time, origin string, incarnation uint64, rs [
 }
 
 // touch reads the states the reports' handles lead to, with no other work
-// in between, so that their loads from memory overlap. The lock must be
-// held.
+// in between, so that their loads from memory overlap: the windows, and
+// the origins' states of windows with few (a window with many reads them
+// in a grant one after the other anyway, which a read here would only
+// double). The lock must be held.
 func (o *Owner) touch(rs []Report) {
 	var x int64
 	for i := range rs {
 		if s := rs[i].Series; s != nil && s.owner == o {
 			for _, w := range s.wins {
 				x ^= w.counted
-				for _, st := range w.origins {
-					x ^= st.own
+				if len(w.origins) <= originsScan {
+					for _, st := range w.origins {
+						x ^= st.own
+					}
 				}
 			}
 		}
@@ -586,7 +591,7 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 		}
 	}
 	w.last = nowNs
-	st := w.origin(origin, len(o.members.sorted))
+	st := w.origin(origin, origin == o.cfg.Self, len(o.members.sorted))
 
 	before := st.total()
 	switch {
@@ -714,15 +719,16 @@ func (w *ownerWindow) prevOrigin(name string) *originState {
 }
 
 // origin returns the state of origin name in the window, adding it if need
-// be; members is how many members the owner knows, which sizes a new slab.
-func (w *ownerWindow) origin(name string, members int) *originState {
+// be; self says the origin is the owner itself, and members is how many
+// members the owner knows, which sizes a new slab.
+func (w *ownerWindow) origin(name string, self bool, members int) *originState {
 	if s := w.find(name); s != nil {
 		return s
 	}
 	if len(w.slab) == cap(w.slab) {
 		w.slab = make([]originState, 0, min(max(members-len(w.origins), 1), originsScan))
 	}
-	w.slab = append(w.slab, originState{name: name})
+	w.slab = append(w.slab, originState{name: name, self: self})
 	s := &w.slab[len(w.slab)-1]
 	w.origins = append(w.origins, s)
 	if w.byName != nil {
