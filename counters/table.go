@@ -25,12 +25,16 @@ type Config struct {
 	// until room frees up (Stats.Overflowed). A flood of distinct tenants so
 	// neither empties the limits of tenants in use nor gets more than one
 	// tenant's limit per tier. Overflow series are held beyond MaxEntries:
-	// one per tier in use. A series holds about 275 bytes of heap: its
-	// entry (240 bytes, both windows' slots included, so a series that
-	// syncs holds no more in the table), its tenant's name and its place in the index
-	// (273 measured by TestHeapPerSeries at 1,000,000 one-tier series with
-	// 15-byte tenant names; about 300 at 100,000, where the index is
-	// sparser). Default 100,000.
+	// one per tier in use. A series holds about 195 bytes of heap until a
+	// window of it that held anything is followed by one it is used in (a
+	// request, or the sync carrying a lease into it: see Entry.Previous),
+	// and about 290 from then on: its entry (160 bytes, the current
+	// window's slot included), its tenant's name, its place in the index
+	// and, from then on, the previous window's slot (96 bytes). Measured by
+	// TestHeapPerSeries, 1,000,000 one-tier series with 15-byte tenant
+	// names, requests in one window and in two in a row: 193 and 289 bytes
+	// (the same in each of 3 runs; 197 and 293 at 100,000). Default
+	// 100,000.
 	MaxEntries int
 	// Shards is the number of independently locked parts of the table, a
 	// power of two. More shards mean less contention between cores and a
@@ -116,17 +120,22 @@ type slots struct {
 // tombstone marks a slot whose series was removed; probes continue past it.
 var tombstone = new(Entry)
 
-// minSlots is the size a shard's array starts at; it doubles as series
-// arrive, up to twice the shard's capacity, so that scans (Range, Sweep)
-// cost what the table holds, not what it could hold.
+// minSlots is the number of series a shard's array starts sized for (or
+// the shard's capacity, if smaller); it doubles as series arrive, up to
+// the power of two above twice the shard's capacity, so that scans (Range,
+// Sweep) cost what the table holds, not what it could hold.
 const minSlots = 32
 
 // slotsFor is the array length for capacity series: a power of two above
 // twice the capacity, so that probe chains stay short.
 func slotsFor(capacity int) int { return 1 << bits.Len(uint(2*capacity)) }
 
-func newSlots(capacity int) *slots {
-	n := slotsFor(capacity)
+// lengthFor is the array length for n live series in s: slotsFor(n), but
+// never below the length s started at.
+func (s *shard) lengthFor(n int) int { return slotsFor(max(n, min(s.cap, minSlots))) }
+
+// newSlots returns an empty array of length n, a power of two.
+func newSlots(n int) *slots {
 	return &slots{s: make([]atomic.Pointer[Entry], n), mask: uint64(n - 1)}
 }
 
@@ -151,7 +160,7 @@ func NewTable(cfg Config) (*Table, error) {
 		if i < rem {
 			sh.cap++
 		}
-		sh.tab.Store(newSlots(min(sh.cap, minSlots)))
+		sh.tab.Store(newSlots(sh.lengthFor(0)))
 		sh.rnd = uint64(i)*0x9E3779B97F4A7C15 + 1
 	}
 	t.share.Store(1 << 32)
@@ -425,11 +434,15 @@ func (t *Table) reserve() bool {
 }
 
 // insert places e in the first free or tombstoned slot of its probe chain,
-// growing the array first if it would be more than half full. s.mu must be
-// held.
+// rebuilding the array first if its series and tombstones would fill more
+// than half of it: at twice the length if the live series need it (a shard
+// may hold more than its share of MaxEntries), else at the length they
+// need, without the tombstones. An array so never grows past what its live
+// series need, however many series come and go (TestIndexUnderChurn).
+// s.mu must be held.
 func (s *shard) insert(e *Entry) {
 	if sl := s.tab.Load(); 2*(s.n+s.dead+1) > len(sl.s) {
-		s.rebuild(len(sl.s)) // twice the length (a shard may hold more than its share of MaxEntries)
+		s.rebuild(s.lengthFor(s.n + 1))
 	}
 	sl := s.tab.Load()
 	for i := (e.hash >> 32) & sl.mask; ; i = (i + 1) & sl.mask {
@@ -462,18 +475,19 @@ func (s *shard) remove(e *Entry) {
 		}
 	}
 	// Tombstones lengthen probes: past a quarter of the array, rebuild it
-	// with the live series only.
+	// with the live series only, at the length they need.
 	if s.dead > len(sl.s)/4 {
-		s.rebuild(max(s.n, len(sl.s)/2))
+		s.rebuild(s.lengthFor(s.n))
 	}
 }
 
-// rebuild copies the live series into a fresh array sized for capacity
-// series and swaps it in. Readers still probing the old array find what
-// they look for or miss it and take the lock. s.mu must be held.
-func (s *shard) rebuild(capacity int) {
+// rebuild copies the live series into a fresh array of length n (a power
+// of two, more than twice the live series) and swaps it in. Readers still
+// probing the old array find what they look for or miss it and take the
+// lock. s.mu must be held.
+func (s *shard) rebuild(n int) {
 	sl := s.tab.Load()
-	fresh := newSlots(capacity)
+	fresh := newSlots(n)
 	for i := range sl.s {
 		if x := sl.s[i].Load(); x != nil && x != tombstone {
 			for j := (x.hash >> 32) & fresh.mask; ; j = (j + 1) & fresh.mask {
@@ -519,7 +533,7 @@ func (t *Table) evictOne(s *shard, now int64) bool {
 	victim.mu.Lock()
 	victim.dead = true
 	expired := victim.expiresAt.Load() < now
-	lost := victim.cur.Unreported() + victim.prev.Unreported()
+	lost := victim.unreported()
 	victim.mu.Unlock()
 	s.remove(victim) // its place in t.count goes to the series that evicted it
 	if expired {
@@ -547,14 +561,14 @@ func (e *Entry) idle(now int64) bool {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.cur.Unreported() > 0 || e.prev.Unreported() > 0 {
+	if e.cur.Unreported() > 0 || (e.prev != nil && e.prev.Unreported() > 0) {
 		return false
 	}
 	weighs := e.sc.period // how long after its start a window's count counts
 	if e.alg == Sliding {
 		weighs *= 2
 	}
-	return !(e.cur.Own > 0 && now < e.cur.Start+weighs) && !(e.prev.Own > 0 && now < e.prev.Start+weighs)
+	return !(e.cur.Own > 0 && now < e.cur.Start+weighs) && !(e.prev != nil && e.prev.Own > 0 && now < e.prev.Start+weighs)
 }
 
 // score orders eviction candidates: expired series first, then the one

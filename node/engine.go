@@ -531,6 +531,9 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 		}
 		e.table.AdvanceCarried(en, now)
 		for _, s := range [2]*counters.Slot{en.Previous(), en.Current()} {
+			if s == nil {
+				continue // the previous window held nothing (Entry.Previous)
+			}
 			carried := s.HasGrant && s.GlobalAt() == 0 // a carried lease no owner answered here yet
 			// A lease beyond the count is reported too, traffic or not, so
 			// that the owner can take back what an idle member holds (on a

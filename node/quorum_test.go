@@ -72,5 +72,9 @@ func ownOf(n *Node, l counters.Limit) int64 {
 	}
 	e.Lock()
 	defer e.Unlock()
-	return e.Current().Own + e.Previous().Own
+	own := e.Current().Own
+	if p := e.Previous(); p != nil {
+		own += p.Own
+	}
+	return own
 }

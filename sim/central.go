@@ -37,6 +37,9 @@ func (w *world) prepareCentral(in *instance, now time.Time) {
 		}
 		tenant, endpoint, method, period := en.Identity()
 		for _, s := range [2]*counters.Slot{en.Previous(), en.Current()} {
+			if s == nil {
+				continue // the previous window held nothing (Entry.Previous)
+			}
 			delta := s.Own - s.Acked
 			if delta == 0 && (s.Demand == 0 || s != en.Current()) {
 				continue
