@@ -27,6 +27,9 @@ type contact struct {
 	// them (a partition that healed). 0: none seen.
 	gapFrom, gapAck int64
 	self            bool // the record of this owner itself, always in contact
+	// at is the member's place in ownerMembers.sorted, -1 if it is not
+	// there: Hello counts the record's changes in ownerMembers.vers[at].
+	at int
 }
 
 // contactRing is how many recent answers' send times an owner keeps per
@@ -49,7 +52,7 @@ func (o *Owner) Hello(now time.Time, origin string, ack, view uint64) uint64 {
 		c = o.newContact(nowNs, origin)
 		o.contacts[origin] = c
 		if i, ok := o.members.index[origin]; ok {
-			o.members.contact[i] = c
+			o.members.contact[i], c.at = c, i
 		}
 	}
 	if ack != 0 && ack <= c.seq && c.seq-ack < contactRing && ack > c.ackSeq {
@@ -61,6 +64,9 @@ func (o *Owner) Hello(now time.Time, origin string, ack, view uint64) uint64 {
 	}
 	if view == o.view {
 		c.synced = nowNs
+	}
+	if c.at >= 0 {
+		o.members.vers[c.at]++
 	}
 	c.seq++
 	c.sent[c.seq%contactRing] = nowNs
@@ -82,7 +88,7 @@ func ViewDigest(alive []string) uint64 {
 }
 
 func (o *Owner) newContact(now int64, name string) *contact {
-	return &contact{since: now, seq: uint64(now), self: name == o.cfg.Self}
+	return &contact{since: now, seq: uint64(now), self: name == o.cfg.Self, at: -1}
 }
 
 // seeMembers starts contact tracking for members seen for the first time

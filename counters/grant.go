@@ -48,24 +48,14 @@ import (
 // report.
 func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, spare int64) {
 	period := int64(key.Period)
-	hash := w.series.hash
 	prev := w.series.window(key.WindowStart - period)
-	weight := 0.0
-	if elapsed := now - key.WindowStart; w.alg == Sliding && elapsed >= 0 && elapsed < period {
-		weight = float64(period-elapsed) / float64(period)
+	since := key.WindowStart - int64(o.cfg.ReserveWindows)*period
+	if o.cfg.Majority {
+		since = math.MinInt64 // every member the node remembers
 	}
-	// est is a member's own estimate, as the member itself computes it,
-	// from its states in the window and the one before.
-	est := func(s, ps *originState) int64 {
-		var e int64
-		if s != nil {
-			e = s.total()
-		}
-		if ps != nil {
-			e += weighted(ps.total(), weight)
-		}
-		return e
-	}
+	mw := o.members.window(since)
+	view := w.aligned(mw, prev)
+	gc := o.grantContext(now, key, w, mw, prev)
 	prevOf := func(name string) *originState {
 		if prev == nil {
 			return nil
@@ -73,177 +63,65 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		return prev.find(name)
 	}
 
-	since := key.WindowStart - int64(o.cfg.ReserveWindows)*period
-	if o.cfg.Majority {
-		since = math.MinInt64 // every member the node remembers
-	}
-	mw := o.members.window(since)
-	members := mw.names
-	n := len(members)
-	contactT := int64(o.cfg.Contact)
-	view := w.aligned(mw, prev)
-
 	// Counts of origins no longer in view: spent for good.
 	var firm int64
 	if view != nil {
 		for _, s := range view.outside {
 			if s != r {
-				firm += est(s, prevOf(s.name))
+				firm += gc.est(s, prevOf(s.name))
 			}
 		}
 		for _, ps := range view.prevOutside {
-			firm += weighted(ps.total(), weight)
+			firm += weighted(ps.total(), gc.weight)
 		}
 	} else {
 		for _, s := range w.origins {
 			if _, in := mw.pos[s.name]; !in && s != r {
-				firm += est(s, prevOf(s.name))
+				firm += gc.est(s, prevOf(s.name))
 			}
 		}
 		if prev != nil {
 			for _, ps := range prev.origins {
 				if _, in := mw.pos[ps.name]; !in && w.find(ps.name) == nil {
-					firm += weighted(ps.total(), weight)
+					firm += weighted(ps.total(), gc.weight)
 				}
 			}
 		}
 	}
 
-	// Another owner granted caps in this window if a member reports holding
-	// one: this owner took the window over (or the membership was split).
-	pool := w.threshold
-	inherited, owned := w.inherited, w.ownedThroughout
-	for _, s := range w.origins {
-		if s.hasForeign {
-			pool -= s.foreignCap
-			inherited, owned = true, false
-		}
+	// The members' slots: what each reserves, or its demand if it is one
+	// the rest is split among. r's slot is left out and r taken as it is
+	// now.
+	sl := o.slotsFor(w, view, &gc)
+	ri, haveR := mw.pos[r.name]
+	if !haveR {
+		ri = len(mw.names) // r reports but is not (yet) in our view: last
 	}
-	var silent int64  // reserves of the members in view that have not reported here
-	unknown := false  // some of them may hold caps another owner granted
-	settling := false // some of those only because they have not sent a batch under this view yet
-	// Under the majority rule, a member out of contact since Term plus
-	// Contact before the window began has been restricted to its safe
-	// share since before it began (it noticed within Contact), if it is
-	// not on this owner's side, which reaches a majority. Only once the
-	// membership counts it gone, though: a member still in view is reached
-	// by some members (memberlist probes it through others), so it may
-	// reach a majority itself, and fall back to its static share for
-	// this owner's keys.
-	takeBack := o.cfg.Majority && o.majority
-	lostBefore := key.WindowStart - int64(o.cfg.Term) - contactT
-	// reach is the members in contact that reported (and r), with their
-	// contact records.
-	sc := &o.scratch
-	reach, reachC, reachE := sc.reach[:0], sc.reachC[:0], sc.reachE[:0]
-	defer func() { // kept for the next grant, without what they point to
-		clear(reach)
-		clear(reachC)
-		sc.reach, sc.reachC, sc.reachE = reach[:0], reachC[:0], reachE[:0]
-	}()
-	haveR := false
-	for i, m := range members {
-		var s, ps *originState
-		if view != nil {
-			s, ps = view.cur[i], view.prv[i]
-		} else {
-			s, ps = w.find(m), prevOf(m)
-		}
-		if s == r {
-			reach, reachC, reachE = append(reach, s), append(reachC, nil), append(reachE, est(s, ps))
-			haveR = true
-			continue
-		}
-		at := mw.at[i]
-		cr, alive := o.members.contact[at], o.members.isAlive[at]
-		e := est(s, ps)
-		inContact := now-contactAt(cr, now) < contactT && alive
-		c := contactBefore(cr, key.WindowStart, now)
-		if takeBack && !inContact && !alive && c < lostBefore {
-			safe := max(e, SafeShare(w.threshold, n, i, hash, o.cfg.SafeShare))
-			if s != nil {
-				firm += safe
-			} else {
-				silent += safe
-			}
-			continue
-		}
-		var static int64
-		if c < key.WindowStart-contactT+int64(o.cfg.Interval) {
-			static = StaticShare(w.threshold, n, i, hash)
-		}
-		var carried int64
-		if ps != nil && o.carries(ps, cr) && c >= key.WindowStart-int64(CarryWithin(o.cfg.Contact))-contactT {
-			carried = o.capNow(ps, cr)
-		}
-		switch {
-		case s != nil && inContact:
-			reach, reachC, reachE = append(reach, s), append(reachC, cr), append(reachE, e)
-		case s != nil:
-			if o.holdsGrant(s, cr) {
-				static = 0 // it left its static share for this owner's grant
-			}
-			firm += max(o.capNow(s, cr), e, static)
-		default:
-			silent += max(carried, e, static)
-			// Another owner may have granted it a cap in this window if it
-			// lost contact during the window (unless this owner owned the
-			// series in all its views since the window began), or has not
-			// sent a batch under this owner's view since the membership
-			// changed (its view, which may name another owner, differs).
-			if inherited && ((!inContact && static == 0 && !owned) || (inContact && !o.synced(m, cr))) {
-				unknown = true
-				settling = settling || inContact
-			}
-		}
-	}
-	if !haveR { // r reports but is not (yet) in our view
-		reach, reachC, reachE = append(reach, r), append(reachC, nil), append(reachE, est(r, prevOf(r.name)))
-	}
+	estR := gc.est(r, prevOf(r.name))
+	needR, needSoonR := need(r, float64(gc.left)), need(r, gc.soon)
+	sums := o.tally(sl, w, &gc, ri, needSoonR, needR, &o.scratch)
+	pool := w.threshold - w.foreignCaps
+	firm += sums.firm
 
 	hidden := w.hidden()
 	if prev != nil {
-		hidden += weighted(prev.hidden(), weight)
+		hidden += weighted(prev.hidden(), gc.weight)
 	}
 	// The silent members' reserves cover their counts, which the counts
 	// known only through a previous owner (hidden) are part of.
-	rest := max(silent, hidden)
+	rest := max(sums.silent, hidden)
 	var held int64 // held back until the members in contact have synced (a sync interval)
-	if unknown {
-		if settling {
+	if sums.unknown {
+		if sums.settling {
 			held = max(0, pool-rest)
 		}
 		rest = max(rest, pool)
 	}
 	committed := firm + rest
 
-	estR := est(r, prevOf(r.name))
-	free := w.threshold - committed
-	// What nobody needs is judged over the time left in the window; the
-	// members' parts follow their demand over the next NeedHorizon
-	// intervals at most. Projected over a day-long window, any demand is
-	// more than the limit, and the parts would follow nothing but the
-	// number of members with demand.
-	left := max(0, period-(now-key.WindowStart))
-	soon := float64(min(left, NeedHorizon*int64(o.cfg.Interval)))
-	var othersOut, othersExcess, needs int64
-	var needy int64 // reporters with demand
-	for i, s := range reach {
-		e := reachE[i]
-		free -= e
-		n := need(s, float64(left))
-		if n > 0 {
-			needy++
-		}
-		if s != r {
-			out := max(0, o.capNow(s, reachC[i])-e)
-			othersOut += out
-			// Beyond what its current demand needs, a member gives back at
-			// its next report what it holds (its smoothed need fades).
-			othersExcess += max(0, out-int64(math.Ceil(s.instant*soon)))
-		}
-		needs += n
-	}
+	free := w.threshold - committed - sums.e - estR
+	needs, needy := sums.needs, sums.needy
+	othersOut, othersExcess := sums.out, sums.excess
 	// Of what nobody is expected to need, the members with demand get
 	// their part as if every member in view had some: the rest stays
 	// unallocated, so that a member whose demand appears or grows gets it
@@ -254,8 +132,8 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	if free <= 0 {
 		spare = 0
 	} else {
-		unallocated := spare - spare*needy/max(needy, int64(n))
-		fair := fairShare(free-unallocated, reach, r, soon, float64(left), sc)
+		unallocated := spare - spare*needy/max(needy, int64(gc.n))
+		fair := fairShare(free-unallocated, ri, gc.soon, float64(gc.left), &o.scratch)
 		allowed := max(min(fair, free-othersOut), 0)
 		g += allowed
 		r.hadShare = r.hadShare || allowed > 0
@@ -275,13 +153,326 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		switch {
 		case !r.hadShare && !(r.heldGrant && r.held+r.base > estR):
 			spare += fair - allowed
-		case float64(left) > soon:
+		case float64(gc.left) > gc.soon:
 			spare += max(fair-allowed, othersExcess)
 		default:
 			spare += min(fair-allowed, othersExcess)
 		}
 	}
 	return g, spare + held
+}
+
+// grantContext is what a grant derives once from the time, the key, the
+// window and the membership, for every member's slot.
+type grantContext struct {
+	now, start         int64
+	hash               uint64
+	threshold          int64
+	n                  int // members that may spend in the window
+	mw                 *memberWindow
+	weight             float64 // of the previous window's counts (sliding tiers)
+	contactT, interval int64
+	lostBefore         int64
+	takeBack           bool
+	inherited, owned   bool
+	left               int64   // ns left in the window
+	soon               float64 // ns ahead the members' demand is projected first
+}
+
+func (o *Owner) grantContext(now int64, key Key, w *ownerWindow, mw *memberWindow, prev *ownerWindow) grantContext {
+	period := int64(key.Period)
+	gc := grantContext{
+		now: now, start: key.WindowStart, hash: w.series.hash, threshold: w.threshold,
+		n: len(mw.names), mw: mw, contactT: int64(o.cfg.Contact), interval: int64(o.cfg.Interval),
+	}
+	if elapsed := now - key.WindowStart; w.alg == Sliding && elapsed >= 0 && elapsed < period {
+		gc.weight = float64(period-elapsed) / float64(period)
+	}
+	// Under the majority rule, a member out of contact since Term plus
+	// Contact before the window began has been restricted to its safe
+	// share since before it began (it noticed within Contact), if it is
+	// not on this owner's side, which reaches a majority. Only once the
+	// membership counts it gone, though: a member still in view is reached
+	// by some members (memberlist probes it through others), so it may
+	// reach a majority itself, and fall back to its static share for
+	// this owner's keys.
+	gc.takeBack = o.cfg.Majority && o.majority
+	gc.lostBefore = key.WindowStart - int64(o.cfg.Term) - gc.contactT
+	// Another owner granted caps in this window if a member reports holding
+	// one: this owner took the window over (or the membership was split).
+	gc.inherited, gc.owned = w.inherited, w.ownedThroughout
+	if w.nForeign > 0 {
+		gc.inherited, gc.owned = true, false
+	}
+	// What nobody needs is judged over the time left in the window; the
+	// members' parts follow their demand over the next NeedHorizon
+	// intervals at most. Projected over a day-long window, any demand is
+	// more than the limit, and the parts would follow nothing but the
+	// number of members with demand.
+	gc.left = max(0, period-(now-key.WindowStart))
+	gc.soon = float64(min(gc.left, NeedHorizon*int64(o.cfg.Interval)))
+	return gc
+}
+
+// est is a member's own estimate, as the member itself computes it, from
+// its states in the window and the one before.
+func (gc *grantContext) est(s, ps *originState) int64 {
+	var e int64
+	if s != nil {
+		e = s.total()
+	}
+	if ps != nil {
+		e += weighted(ps.total(), gc.weight)
+	}
+	return e
+}
+
+// A member's slot is what a grant to another member needs to know of it,
+// taken from its states and contact record: whether the owner reserves
+// what it may spend without asking (firm, silent) or splits the rest with
+// it (reach), and what these are made of. What depends on the time (its
+// estimate on a sliding tier, its needs over the time left) is weighed at
+// each grant (tally). A slot is taken again when the member reports (see
+// refreshSlot), when its contact record changes (an acknowledgement), and
+// when it would fall out of contact by the time alone.
+type memberSlot struct {
+	kind              slotKind
+	unknown, settling bool    // it may hold caps another owner granted (see grant)
+	ver               uint64  // the count of changes of its contact record it was taken at
+	flipAt            int64   // when it falls out of contact unless it acknowledges an answer
+	x                 int64   // firm: the cap it holds; silent: the cap it carried
+	static            int64   // the share it may fall back to (its safe share when taken back)
+	cur, prev         int64   // its counts in the window and the one before
+	capNow            int64   // reach: the cap it holds
+	rate, instant     float64 // reach: its demand
+}
+
+type slotKind uint8
+
+const (
+	slotNone   slotKind = iota
+	slotFirm            // it reported and is out of contact: what it may spend
+	slotSilent          // it has not reported: what it may hold
+	slotReach           // in contact and reported: it gets a part
+)
+
+// windowSlots is a window's member slots, by place in the member window. A
+// window with many origins keeps them (windowView.slots) from one grant to
+// the next while the membership, the previous window, the threshold and
+// what the owner knows of other owners' grants stay the same, so that a
+// grant reads each member's slot, a few words in one array, instead of its
+// states and contact record.
+type windowSlots struct {
+	slots []memberSlot
+	// What they were taken under: anything else takes them again.
+	mw        *memberWindow
+	gen       uint64 // of the membership (ownerMembers.gen)
+	prev      *ownerWindow
+	threshold int64
+	inherited bool
+	owned     bool
+	takeBack  bool
+	gc        grantContext // of the last grant
+}
+
+// slotsFor returns the window's member slots for gc. With a view (a window
+// with many origins), the slots kept in it serve if they were taken under
+// the same membership, previous window, threshold and knowledge of other
+// owners' grants; tally brings them up to date. Without one, they are
+// taken for this grant only. The lock must be held.
+func (o *Owner) slotsFor(w *ownerWindow, view *windowView, gc *grantContext) *windowSlots {
+	var sl *windowSlots
+	if view != nil {
+		sl = &view.slots
+		if sl.mw == gc.mw && sl.gen == o.members.gen && sl.prev == view.prev && sl.threshold == gc.threshold &&
+			sl.inherited == gc.inherited && sl.owned == gc.owned && sl.takeBack == gc.takeBack {
+			sl.gc = *gc
+			return sl
+		}
+	} else {
+		sl = &o.scratch.slots
+	}
+	*sl = windowSlots{
+		slots: sl.slots[:0], mw: gc.mw, gen: o.members.gen, threshold: gc.threshold,
+		inherited: gc.inherited, owned: gc.owned, takeBack: gc.takeBack, gc: *gc,
+	}
+	prev := w.series.window(gc.start - int64(w.series.key.Period))
+	if view != nil {
+		sl.prev = view.prev
+	}
+	for i, m := range gc.mw.names {
+		var s, ps *originState
+		if view != nil {
+			s, ps = view.cur[i], view.prv[i]
+		} else {
+			s = w.find(m)
+			if prev != nil {
+				ps = prev.find(m)
+			}
+		}
+		sl.slots = append(sl.slots, o.slotOf(gc, i, s, ps))
+	}
+	return sl
+}
+
+// refreshSlot takes origin s's slot again in the kept slots of its window
+// w and of the window after it (where s's state in w is the previous
+// window's), after a report of s changed its state. The lock must be held.
+func (o *Owner) refreshSlot(w *ownerWindow, s *originState) {
+	period := int64(w.series.key.Period)
+	o.refreshIn(w, w.series.window(w.start-period), s.name)
+	if next := w.series.window(w.start + period); next != nil {
+		o.refreshIn(next, w, s.name)
+	}
+}
+
+// refreshIn takes member name's slot in w's kept slots again, prev being
+// the window before w.
+func (o *Owner) refreshIn(w, prev *ownerWindow, name string) {
+	v := w.view
+	if v == nil || v.slots.mw == nil || v.slots.gen != o.members.gen || v.slots.prev != prev {
+		return // none kept, or taken under another membership
+	}
+	sl := &v.slots
+	i, ok := sl.mw.pos[name]
+	if !ok {
+		return
+	}
+	// The view's states, unless the member's is newer than the view.
+	s, ps := v.cur[i], v.prv[i]
+	if s == nil {
+		s = w.find(name)
+	}
+	if ps == nil && prev != nil {
+		ps = prev.find(name)
+	}
+	sl.slots[i] = o.slotOf(&sl.gc, i, s, ps)
+}
+
+// slotOf returns the slot of member i of gc's member window, whose states
+// in the window and the one before are s and ps (nil if none). The lock
+// must be held.
+func (o *Owner) slotOf(gc *grantContext, i int, s, ps *originState) memberSlot {
+	at := gc.mw.at[i]
+	cr, alive := o.members.contact[at], o.members.isAlive[at]
+	sl := memberSlot{ver: o.members.vers[at], flipAt: math.MaxInt64}
+	if s != nil {
+		sl.cur = s.total()
+	}
+	if ps != nil {
+		sl.prev = ps.total()
+	}
+	inContact := false
+	if last := contactAt(cr, gc.now); gc.now-last < gc.contactT && alive {
+		inContact = true
+		if cr != nil && !cr.self {
+			sl.flipAt = last + gc.contactT
+		}
+	}
+	c := contactBefore(cr, gc.start, gc.now)
+	if gc.takeBack && !inContact && !alive && c < gc.lostBefore {
+		sl.kind, sl.static = slotSilent, SafeShare(gc.threshold, gc.n, i, gc.hash, o.cfg.SafeShare)
+		if s != nil {
+			sl.kind = slotFirm
+		}
+		return sl
+	}
+	if c < gc.start-gc.contactT+gc.interval {
+		sl.static = StaticShare(gc.threshold, gc.n, i, gc.hash)
+	}
+	switch {
+	case s != nil && inContact:
+		sl.kind, sl.static = slotReach, 0
+		sl.capNow, sl.rate, sl.instant = o.capNow(s, cr), s.rate(), s.instant
+		return sl
+	case s != nil:
+		if o.holdsGrant(s, cr) {
+			sl.static = 0 // it left its static share for this owner's grant
+		}
+		sl.kind, sl.x = slotFirm, o.capNow(s, cr)
+		return sl
+	}
+	if ps != nil && o.carries(ps, cr) && c >= gc.start-int64(CarryWithin(o.cfg.Contact))-gc.contactT {
+		sl.x = o.capNow(ps, cr)
+	}
+	sl.kind = slotSilent
+	// Another owner may have granted it a cap in this window if it lost
+	// contact during the window (unless this owner owned the series in all
+	// its views since the window began), or has not sent a batch under
+	// this owner's view since the membership changed (its view, which may
+	// name another owner, differs).
+	if gc.inherited && ((!inContact && sl.static == 0 && !gc.owned) || (inContact && !o.synced(gc.mw.names[i], cr))) {
+		sl.unknown, sl.settling = true, inContact
+	}
+	return sl
+}
+
+// slotSums is what a grant adds up of the members other than the one it
+// is for.
+type slotSums struct {
+	firm, silent      int64 // what is reserved for the members out of reach
+	unknown, settling bool  // some may hold caps another owner granted (see grant)
+	e                 int64 // the estimates of those in reach
+	out               int64 // the caps they hold beyond their estimates
+	excess            int64 // and beyond what their near-term demand needs
+	needs             int64 // their needs over the rest of the window, r's included
+	needy             int64 // how many have demand, r included
+}
+
+// tally adds up the slots of the members other than r, the member at place
+// ri (the last place if it is not in the member window), as of gc's time,
+// taking again those whose contact changed since, and lists every
+// member's needs by place in sc for fairShare (its needs over the next
+// soon ns and over the rest of the window), with r's (needSoon, needLeft)
+// at ri. The lock must be held.
+func (o *Owner) tally(sl *windowSlots, w *ownerWindow, gc *grantContext, ri int, needSoon, needLeft int64, sc *grantScratch) slotSums {
+	soonNeeds, leftNeeds := sc.needs[:0], sc.left[:0]
+	t := slotSums{needs: needLeft}
+	if needLeft > 0 {
+		t.needy++
+	}
+	vers, at := o.members.vers, gc.mw.at
+	for i := range sl.slots {
+		if i == ri {
+			soonNeeds, leftNeeds = append(soonNeeds, 0), append(leftNeeds, 0)
+			continue
+		}
+		s := &sl.slots[i]
+		if vers[at[i]] != s.ver || gc.now >= s.flipAt {
+			if v := w.view; v != nil && sl == &v.slots {
+				*s = o.slotOf(gc, i, v.cur[i], v.prv[i])
+			}
+		}
+		e := s.cur + weighted(s.prev, gc.weight)
+		var ns, nl int64
+		switch s.kind {
+		case slotFirm:
+			t.firm += max(s.x, e, s.static)
+		case slotSilent:
+			t.silent += max(s.x, e, s.static)
+		case slotReach:
+			out := max(0, s.capNow-e)
+			t.e += e
+			t.out += out
+			// Beyond what its current demand needs, a member gives back at
+			// its next report what it holds (its smoothed need fades).
+			t.excess += max(0, out-int64(math.Ceil(s.instant*gc.soon)))
+			ns, nl = int64(math.Ceil(s.rate*gc.soon)), int64(math.Ceil(s.rate*float64(gc.left)))
+			t.needs += nl
+			if nl > 0 {
+				t.needy++
+			}
+		}
+		t.unknown = t.unknown || s.unknown
+		t.settling = t.settling || s.settling
+		soonNeeds, leftNeeds = append(soonNeeds, ns), append(leftNeeds, nl)
+	}
+	if ri == len(sl.slots) {
+		soonNeeds, leftNeeds = append(soonNeeds, 0), append(leftNeeds, 0)
+	}
+	soonNeeds[ri], leftNeeds[ri] = needSoon, needLeft
+	sc.needs, sc.left = soonNeeds, leftNeeds
+	return t
 }
 
 // NeedHorizon is how many sync intervals ahead (at most) an owner projects
@@ -305,40 +496,38 @@ func need(s *originState, d float64) int64 {
 	return int64(math.Ceil(s.rate() * d))
 }
 
-// fairShare splits free among origins by demand, and returns r's part.
-// First by what each is expected to need soon (max-min fair, water-filling
-// on the next soon nanoseconds); if that leaves some over, every need is
-// met and the rest is split the same way by what each is expected to need
-// over the rest of the window (left), so that an origin with little demand
-// does not hold budget it cannot spend before the window ends (and that the
+// fairShare splits free among the members by demand, and returns the part
+// of the member at place ri; their needs over the next soon ns and over
+// the rest of the window (left ns) are in sc, by place (see reach). First
+// by what each is expected to need soon (max-min fair, water-filling on
+// the next soon nanoseconds); if that leaves some over, every need is met
+// and the rest is split the same way by what each is expected to need
+// over the rest of the window, so that an origin with little demand does
+// not hold budget it cannot spend before the window ends (and that the
 // owner must reserve for it if it is cut off). What no one needs is spread
 // equally among the origins with demand. Integer units: the parts add up
 // to free exactly, or to less when no origin has demand. It water-fills at
-// most twice, each in a few O(k) passes for k origins (see waterFill).
-func fairShare(free int64, origins []*originState, r *originState, soon, left float64, sc *grantScratch) int64 {
-	needs, order := sc.needs[:0], sc.order[:0]
-	defer func() { sc.needs, sc.order = needs[:0], order[:0] }()
-	ri := -1
+// most twice, each in a few O(k) passes for k members with demand (see
+// waterFill).
+func fairShare(free int64, ri int, soon, left float64, sc *grantScratch) int64 {
+	needs, order := sc.needs, sc.order[:0]
+	defer func() { sc.order = order[:0] }()
+	if free <= 0 || needs[ri] <= 0 {
+		return 0 // nobody (or not r) has demand: nothing to hand out
+	}
 	var sum int64
-	for i, s := range origins {
-		needs = append(needs, need(s, soon))
-		sum += needs[i]
-		if s == r {
-			ri = i
-		}
-		if needs[i] > 0 {
+	for i, n := range needs {
+		sum += n
+		if n > 0 {
 			order = append(order, i)
 		}
-	}
-	if len(order) == 0 || free <= 0 || ri < 0 || needs[ri] <= 0 {
-		return 0 // nobody (or not r) has demand: nothing to hand out
 	}
 	if sum >= free || left <= soon {
 		return waterFill(free, needs, order, ri)
 	}
 	first := needs[ri]
-	for i, s := range origins {
-		needs[i] = max(0, need(s, left)-needs[i])
+	for _, i := range order {
+		needs[i] = max(0, sc.left[i]-needs[i])
 	}
 	return first + waterFill(free-sum, needs, order, ri)
 }
@@ -415,9 +604,8 @@ func waterFill(free int64, needs []int64, order []int, ri int) int64 {
 // grantScratch is the slices a grant works in, kept by the owner (under
 // its lock) from one grant to the next so that a grant allocates nothing.
 type grantScratch struct {
-	reach  []*originState
-	reachC []*contact
-	reachE []int64
-	needs  []int64
-	order  []int
+	needs []int64 // by place: needs over the next soon ns (see reach)
+	left  []int64 // and over the rest of the window
+	order []int
+	slots windowSlots // a window's slots, when it does not keep them
 }

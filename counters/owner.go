@@ -207,6 +207,13 @@ type ownerMembers struct {
 	contact []*contact
 	// changedAt is when the set of alive members last changed (Unix ns).
 	changedAt int64
+	// gen counts the calls of SetMembers: the places of memberWindows
+	// taken under another are not this one's.
+	gen uint64
+	// vers counts the changes of each member's contact record (by place,
+	// as contact): a grant's record of a member (memberSlot) is up to date
+	// while its count is the same.
+	vers []uint64
 	// windows caches window() by its argument until the next SetMembers.
 	windows map[int64]*memberWindow
 }
@@ -320,6 +327,11 @@ type ownerWindow struct {
 	// got it back (see lost).
 	last     int64
 	regained bool
+	// nForeign is how many origins reported holding a cap another owner
+	// granted in the window (hasForeign), and foreignCaps the sum of the
+	// smallest such caps (foreignCap).
+	nForeign    int
+	foreignCaps int64
 }
 
 // originState is one origin's state in a window. Its fields are ordered
@@ -473,6 +485,7 @@ func (o *Owner) SetMembers(now time.Time, alive []string, gone map[string]int64)
 	}
 	o.mu.Lock()
 	m.changedAt = o.members.changedAt
+	m.gen = o.members.gen + 1
 	if !maps.Equal(m.alive, o.members.alive) {
 		m.changedAt = now.UnixNano()
 	}
@@ -480,8 +493,11 @@ func (o *Owner) SetMembers(now time.Time, alive []string, gone map[string]int64)
 	o.view = ViewDigest(alive)
 	o.seeMembers(now.UnixNano(), alive)
 	o.members.contact = make([]*contact, len(m.sorted))
+	o.members.vers = make([]uint64, len(m.sorted))
 	for i, name := range m.sorted {
-		o.members.contact[i] = o.contacts[name]
+		if c := o.contacts[name]; c != nil {
+			o.members.contact[i], c.at = c, i
+		}
 	}
 	o.mu.Unlock()
 }
@@ -583,7 +599,8 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 	}
 	r.Series = ser
 	w.threshold, w.alg = r.Threshold, r.Algorithm
-	fresh := w.find(origin) == nil
+	st := w.find(origin)
+	fresh := st == nil
 	if w.last != 0 && o.regainedSince(ser.hash, w.last) {
 		w.regained = true
 		for _, x := range w.origins {
@@ -591,7 +608,9 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 		}
 	}
 	w.last = nowNs
-	st := w.origin(origin, origin == o.cfg.Self, len(o.members.sorted))
+	if fresh {
+		st = w.add(origin, origin == o.cfg.Self, len(o.members.sorted))
+	}
 
 	before := st.total()
 	switch {
@@ -646,7 +665,13 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 		st.lastSeen = nowNs
 		st.held, st.heldGrant, st.heldCarry = r.Cap, r.HasGrant, r.HasGrant && r.Carry
 		if r.HasGrant && o.foreign(r.CapFrom, r.CapFromIncarnation) && (!st.hasForeign || r.Cap < st.foreignCap) {
+			if st.hasForeign {
+				w.foreignCaps -= st.foreignCap
+			} else {
+				w.nForeign++
+			}
 			st.foreignCap, st.hasForeign = r.Cap, true
+			w.foreignCaps += r.Cap
 		}
 		// A predecessor's knowledge matters only for origins this owner had
 		// no history of in this window: an owner that kept its per-origin
@@ -662,7 +687,11 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 		}
 	}
 	global := w.total()
-	if !o.cfg.Lease || stale || r.Stray {
+	if !o.cfg.Lease {
+		return Answer{Global: global}
+	}
+	if stale || r.Stray {
+		o.refreshSlot(w, st)
 		return Answer{Global: global}
 	}
 	grant, spare := o.grant(nowNs, r.Key, w, st)
@@ -678,6 +707,7 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 			st.firstSeq = c.seq
 		}
 	}
+	o.refreshSlot(w, st)
 	// The cap is on the origin's estimate in its current incarnation.
 	return Answer{Global: global, Grant: grant - st.base, HasGrant: true, Carry: st.carry, Spare: spare}
 }
@@ -718,13 +748,10 @@ func (w *ownerWindow) prevOrigin(name string) *originState {
 	return nil
 }
 
-// origin returns the state of origin name in the window, adding it if need
-// be; self says the origin is the owner itself, and members is how many
-// members the owner knows, which sizes a new slab.
-func (w *ownerWindow) origin(name string, self bool, members int) *originState {
-	if s := w.find(name); s != nil {
-		return s
-	}
+// add adds origin name's state to the window, which has none; self says
+// the origin is the owner itself, and members is how many members the
+// owner knows, which sizes a new slab.
+func (w *ownerWindow) add(name string, self bool, members int) *originState {
 	if len(w.slab) == cap(w.slab) {
 		w.slab = make([]originState, 0, min(max(members-len(w.origins), 1), originsScan))
 	}

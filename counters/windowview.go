@@ -16,6 +16,7 @@ type windowView struct {
 	nCur, nPrev          int
 	cur, prv             []*originState
 	outside, prevOutside []*originState
+	slots                windowSlots // the members' slots in grants (see slotsFor)
 }
 
 // aligned returns the window's view on mw, with prev its previous window
