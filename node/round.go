@@ -1,0 +1,469 @@
+package node
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/peerlimit/peerlimit/counters"
+	"github.com/peerlimit/peerlimit/peerpb"
+	"github.com/peerlimit/peerlimit/ring"
+)
+
+// Batch is one sync call to one owner: what Prepare built, to be sent, and
+// then passed to Apply with the answer or to Fail.
+type Batch struct {
+	Owner string
+	Req   *peerpb.SyncRequest
+	refs  []ref
+	enc   *encoder // the packed form (nil for a store, or no reports)
+}
+
+// Resyncs returns how many batches owners refused for want of dictionary
+// entries (a receiver that restarted unseen, or lost its dictionary): each
+// cost its counts one interval's delay, never a count.
+func (e *Engine) Resyncs() uint64 { return e.resyncs.Load() }
+
+// Len returns the number of windows the batch reports.
+func (b *Batch) Len() int { return len(b.refs) }
+
+type ref struct {
+	e      *counters.Entry
+	start  int64
+	own    int64
+	demand int64
+	epoch  uint64
+}
+
+// Prepare builds this interval's sync: one batch per remote owner with
+// every window that changed since it was last acknowledged (or whose owner
+// changed), and merges the windows this member owns itself directly, with no
+// call. Batches are sorted by owner.
+func (e *Engine) Prepare(now time.Time) []*Batch {
+	e.updateQuorum(now)
+	// A batch that reaches MaxBatch leaves the rest for the next round,
+	// which walks the table from where the first one did (the series past
+	// the cap are not left out again).
+	return e.prepare(now, e.ring.Owner, e.ring.Version(), false, true, func(fn func(*counters.Entry) bool) {
+		e.table.RangeFrom(e.resume.Swap(0), fn)
+	})
+}
+
+// PrepareAsking builds a sync asked for at once by pending decisions: like
+// Prepare, but only with the series that had a pending decision since the
+// last call (counters.Table.TakeAsking), and with no heartbeat batches. Its
+// cost is what those series are, whatever the table holds.
+func (e *Engine) PrepareAsking(now time.Time) []*Batch {
+	asking := e.table.TakeAsking()
+	return e.prepare(now, e.ring.Owner, e.ring.Version(), false, false, func(fn func(*counters.Entry) bool) {
+		for _, en := range asking {
+			if !fn(en) {
+				return
+			}
+		}
+	})
+}
+
+// Handoff builds the batches a member sends as it leaves gracefully: every
+// window it has counts in, to the owner that window will have once this
+// member is gone, so that the successor holds this member's counts as an
+// origin of its own and none are lost with the ring change. Every batch
+// says the member is leaving, and every other member gets one (empty if
+// need be), so that no owner keeps reserving budget for it.
+func (e *Engine) Handoff(now time.Time) []*Batch {
+	others := slices.DeleteFunc(e.Members(), func(m string) bool { return m == e.cfg.Name })
+	if len(others) == 0 || e.cfg.Central != "" {
+		return nil
+	}
+	after, err := ring.New(e.cfg.Ring)
+	if err != nil {
+		return nil
+	}
+	after.Set(others)
+	// Every batch defines its keys afresh (a new session each), so that
+	// no receiver can miss a definition: there is no next interval.
+	e.wireMu.Lock()
+	for _, m := range others {
+		e.newDict(m)
+	}
+	e.wireMu.Unlock()
+	bs := e.prepare(now, after.Owner, 0, true, false, e.table.Range)
+	has := map[string]bool{}
+	for _, b := range bs {
+		b.Req.Leaving = true
+		has[b.Owner] = true
+	}
+	for _, m := range others {
+		if !has[m] {
+			bs = append(bs, &Batch{Owner: m, Req: &peerpb.SyncRequest{Origin: e.cfg.Name, Incarnation: e.cfg.Incarnation, Leaving: true}})
+		}
+	}
+	sort.Slice(bs, func(i, j int) bool { return bs[i].Owner < bs[j].Owner })
+	return bs
+}
+
+// prepare builds one batch per owner (as ownerOf says) of the windows of
+// the series each yields to report: the changed ones, or every one with
+// counts when all is set. A full round (full set) also sends every other
+// member a batch and says under which membership view it was built; a
+// partial one (the series asking for budget) does neither, since it does
+// not carry every window this member holds a lease in.
+func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epoch uint64, all, full bool, each func(func(*counters.Entry) bool)) []*Batch {
+	nowNs := now.UnixNano()
+	members, index := e.table.Share()
+	// Batches are sized for an even spread of the keys over the owners,
+	// which spares growing them report by report.
+	perOwner := min(e.table.Len()/max(1, len(e.ring.Members())), e.cfg.MaxBatch)
+	byOwner := map[string]*Batch{}
+	links := *e.links.Load()
+	var local []ref
+	var localReps []counters.Report
+	var localIdx []int32
+	if e.cfg.Central == "" {
+		// The dictionaries stay as this round leaves them until it is done.
+		e.wireMu.Lock()
+		defer e.wireMu.Unlock()
+		// The windows this member owns are gathered in buffers kept from
+		// round to round (the collector need not sweep them every interval).
+		local, localReps, localIdx = e.localRefs[:0], e.localReps[:0], e.localIdx[:0]
+		if cap(local) < perOwner {
+			local, localReps, localIdx = make([]ref, 0, perOwner), make([]counters.Report, 0, perOwner), make([]int32, 0, perOwner)
+		}
+		e.local.trim(2*e.table.Len() + 1024)
+	}
+	one := func(en *counters.Entry, owner string) {
+		en.Lock()
+		defer en.Unlock()
+		if en.Dead() {
+			return
+		}
+		e.table.AdvanceCarried(en, now)
+		for _, s := range [2]*counters.Slot{en.Previous(), en.Current()} {
+			if s == nil {
+				continue // the previous window held nothing (Entry.Previous)
+			}
+			carried := s.HasGrant && s.GlobalAt() == 0 // a carried lease no owner answered here yet
+			// A lease beyond the count is reported too, traffic or not, so
+			// that the owner can take back what an idle member holds (on a
+			// sliding tier the lease caps the count plus the weighted
+			// previous window, so a member whose client moved away holds
+			// one until the owner lowers it).
+			holds := s == en.Current() && s.HasGrant && s.Granted > s.Own
+			if s.Own == 0 && s.Demand == 0 && !carried && !holds {
+				continue // no traffic in this window
+			}
+			// The current window is reported every interval while it has
+			// traffic, as in the seed: the answer refreshes the global total
+			// (others keep admitting), and under leases a quiet instance's
+			// zero demand lets the owner move its budget to busier ones. The
+			// previous window only when something changed or its owner did.
+			if !all && s != en.Current() && s.Own == s.Acked && s.Demand == 0 && s.Epoch == uint32(epoch) {
+				continue
+			}
+			b := byOwner[owner]
+			if owner != e.cfg.Name {
+				if b == nil {
+					b = &Batch{Owner: owner, Req: &peerpb.SyncRequest{Origin: e.cfg.Name, Incarnation: e.cfg.Incarnation}}
+					b.refs = e.spare.refs.take(perOwner)
+					if e.cfg.Central == "" && links[owner] != nil && links[owner].packed.Load() {
+						b.enc = e.newEncoder(owner, nowNs, perOwner)
+					} else {
+						b.Req.Reports = make([]*peerpb.Report, 0, perOwner)
+					}
+					byOwner[owner] = b
+				}
+				if len(b.refs) >= e.cfg.MaxBatch {
+					if full {
+						e.resume.CompareAndSwap(0, en.Hash())
+					}
+					continue // waits for the next interval
+				}
+			}
+			var wi int64 // the series' index in the owner's dictionary
+			if b != nil && b.enc != nil {
+				var ok bool
+				if wi, ok = b.enc.index(en); !ok {
+					if full {
+						e.resume.CompareAndSwap(0, en.Hash())
+					}
+					continue // its definition waits for the next interval
+				}
+			}
+			// The cap this member may reach without asking: its grant, or
+			// its static share while it falls back to it, or what it has.
+			capv, has := s.Granted, s.HasGrant
+			if safe, ok := e.table.RestrictedCap(en, s); ok {
+				capv, has = safe, false // whatever it holds, it spends no more
+			} else if !has {
+				capv = s.Own
+				if s.Fallback {
+					capv = counters.StaticShare(en.Threshold(), int(s.FallbackMembers), int(s.FallbackIndex), en.Hash())
+				} else if _, fallback := e.contactWith(en.Hash(), s.Start); fallback || e.cfg.Policy != PolicyLease {
+					capv = counters.StaticShare(en.Threshold(), members, index, en.Hash())
+				}
+			}
+			r := ref{e: en, start: s.Start, own: s.Own, demand: s.Demand, epoch: epoch}
+			capFrom, capFromInc := e.table.Peer(s.GrantFrom)
+			knownFrom, knownFromInc := e.table.Peer(s.From)
+			s.Demand = 0 // in flight; Fail puts it back
+			rep := counters.Report{
+				Key:       key(en, s.Start),
+				Threshold: en.Threshold(),
+				Algorithm: en.Algorithm(),
+				Own:       r.own,
+				Demand:    r.demand,
+				Cap:       capv,
+				HasGrant:  has,
+				Carry:     has && s.Carry,
+
+				CapFrom:              capFrom,
+				CapFromIncarnation:   capFromInc,
+				KnownGlobal:          s.Global,
+				KnownAcked:           s.Acked,
+				KnownFrom:            knownFrom,
+				KnownFromIncarnation: knownFromInc,
+			}
+			if b == nil {
+				li := e.local.index(en)
+				rep.Series = e.local.series[li]
+				local = append(local, r)
+				localReps = append(localReps, rep)
+				localIdx = append(localIdx, li)
+				continue
+			}
+			b.refs = append(b.refs, r)
+			if b.enc != nil {
+				b.enc.add(wi, &rep)
+			} else {
+				b.Req.Reports = append(b.Req.Reports, toWire(&rep))
+			}
+		}
+	}
+	// The series come a chunk at a time: the whole chunk's entries are
+	// loaded (counters.Entry.Prefetch) and their owners looked up first,
+	// with no lock in between, so that the loads of the entries from memory
+	// overlap instead of each waiting for the last (a sync touches every
+	// series of a large table, few of which are in the CPU's caches).
+	var chunk [32]*counters.Entry
+	n := 0
+	flush := func() {
+		var owners [len(chunk)]string
+		var oks [len(chunk)]bool
+		var x byte
+		for i, en := range chunk[:n] {
+			x ^= en.Prefetch()
+			owners[i], oks[i] = e.cfg.Central, true
+			if e.cfg.Central == "" {
+				owners[i], oks[i] = ownerOf(en.Hash())
+			}
+		}
+		runtime.KeepAlive(x)
+		for i, en := range chunk[:n] {
+			if oks[i] {
+				one(en, owners[i])
+			}
+		}
+		n = 0
+	}
+	each(func(en *counters.Entry) bool {
+		chunk[n] = en
+		if n++; n == len(chunk) {
+			flush()
+		}
+		return true
+	})
+	flush()
+	// Windows this member owns: merged locally, without a call.
+	self := e.table.PeerID(e.cfg.Name, e.cfg.Incarnation)
+	var ans [32]counters.Answer
+	for i := 0; i < len(local); i += len(ans) {
+		j := min(i+len(ans), len(local))
+		e.owner.ReportAll(now, e.cfg.Name, e.cfg.Incarnation, localReps[i:j], ans[:j-i])
+		touch(local[i:j])
+		for k := i; k < j; k++ {
+			e.local.series[localIdx[k]] = localReps[k].Series
+			apply(nowNs, &local[k], ans[k-i], self)
+		}
+	}
+	if e.cfg.Central == "" {
+		clear(local) // keeps no series alive
+		clear(localReps)
+		if cap(local) > 2*perOwner+1024 { // the table shrank: let it go
+			local, localReps, localIdx = nil, nil, nil
+		}
+		e.localRefs, e.localReps, e.localIdx = local[:0], localReps[:0], localIdx[:0]
+	}
+	// Under the lease policy every other member gets a batch, empty if need
+	// be: a heartbeat that keeps this member in contact with it as an
+	// owner, and, after a membership change, tells it this member has
+	// nothing else to report.
+	if e.cfg.Central == "" && e.cfg.Policy == PolicyLease && full {
+		for _, m := range e.Members() {
+			if m != e.cfg.Name && byOwner[m] == nil {
+				byOwner[m] = &Batch{Owner: m, Req: &peerpb.SyncRequest{Origin: e.cfg.Name, Incarnation: e.cfg.Incarnation}}
+			}
+		}
+	}
+	var view uint64
+	if full {
+		view = e.view.Load()
+	}
+	out := make([]*Batch, 0, len(byOwner))
+	for _, b := range byOwner {
+		if b.enc != nil {
+			b.enc.finish(b.Req)
+		}
+		b.Req.View = view
+		if l := links[b.Owner]; l != nil {
+			b.Req.Ack = l.ack.Load()
+		}
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Owner < out[j].Owner })
+	return out
+}
+
+func key(en *counters.Entry, start int64) counters.Key {
+	t, ep, m, p := en.Identity()
+	return counters.Key{Tenant: t, Endpoint: ep, Method: m, Period: p, WindowStart: start}
+}
+
+// Release gives the batch's buffers back to the engine, for its later
+// rounds to reuse (the collector then need not sweep them every interval).
+// Call it once Apply or Fail is done with the batch and its request is
+// sent; the batch and its request are not to be used after it. A batch
+// never released is collected as usual.
+func (e *Engine) Release(b *Batch) {
+	if b == nil {
+		return
+	}
+	e.spare.refs.put(b.refs)
+	if b.enc != nil {
+		e.spare.bytes.put(b.enc.buf)
+		b.enc.buf = nil
+	}
+	b.refs, b.Req = nil, nil
+}
+
+// spareBufs holds a few buffers of released batches: their refs and their
+// packed requests.
+type spareBufs struct {
+	refs  spares[ref]
+	bytes spares[byte]
+}
+
+// spares holds a few empty slices of one kind for reuse. It is safe for
+// concurrent use.
+type spares[T any] struct {
+	mu   sync.Mutex
+	kept [][]T
+}
+
+// spareKeep bounds the buffers of each kind kept: a round's batches, one
+// per owner, on a cluster of a few members.
+const spareKeep = 8
+
+// take returns an empty slice with room for n, if one of about that size
+// was kept, or a new one.
+func (sp *spares[T]) take(n int) []T {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	for i := len(sp.kept) - 1; i >= 0; i-- {
+		if b := sp.kept[i]; cap(b) >= n && cap(b) <= 2*n+1024 {
+			sp.kept = slices.Delete(sp.kept, i, i+1)
+			return b
+		}
+	}
+	return make([]T, 0, n)
+}
+
+// put keeps b for a later take, emptied (so that it keeps nothing it
+// points to alive), unless enough are kept.
+func (sp *spares[T]) put(b []T) {
+	if cap(b) == 0 {
+		return
+	}
+	clear(b)
+	sp.mu.Lock()
+	if len(sp.kept) < spareKeep {
+		sp.kept = append(sp.kept, b[:0])
+	}
+	sp.mu.Unlock()
+}
+
+// Apply records an owner's answer to a batch.
+func (e *Engine) Apply(now time.Time, b *Batch, resp *peerpb.SyncResponse) error {
+	if b.enc != nil && resp != nil {
+		return e.applyPacked(now, b, resp)
+	}
+	if resp == nil || len(resp.Totals) != len(b.refs) {
+		e.Fail(now, b)
+		return fmt.Errorf("node: owner %s answered %d totals for %d reports", b.Owner, len(resp.GetTotals()), len(b.refs))
+	}
+	nowNs := now.UnixNano()
+	if l := (*e.links.Load())[b.Owner]; l != nil {
+		l.lastAnswer.Store(nowNs)
+		l.ack.Store(resp.Seq)
+		l.packed.Store(resp.PackedOk)
+	}
+	from := e.table.PeerID(b.Owner, resp.Incarnation)
+	for i := range b.refs {
+		t := resp.Totals[i]
+		apply(nowNs, &b.refs[i], counters.Answer{Global: t.Global, Grant: t.Grant, HasGrant: t.HasGrant, Carry: t.Carry, Spare: t.Spare}, from)
+	}
+	return nil
+}
+
+// touch loads every entry refs name (counters.Entry.Prefetch), with no
+// lock in between, so that their loads from memory overlap before each is
+// locked in turn.
+func touch(refs []ref) {
+	var x byte
+	for i := range refs {
+		x ^= refs[i].e.Prefetch()
+	}
+	runtime.KeepAlive(x)
+}
+
+func apply(nowNs int64, r *ref, a counters.Answer, from counters.PeerID) {
+	r.e.Lock()
+	defer r.e.Unlock()
+	s := r.e.Slot(r.start)
+	if s == nil {
+		return // the window rolled away meanwhile
+	}
+	if r.own > s.Acked {
+		s.Acked = r.own
+	}
+	if a.Global >= s.Acked { // never believe a total below what we know we added
+		s.Global = a.Global
+	} else {
+		s.Global = max(s.Global, s.Acked)
+	}
+	s.SetGlobalAt(nowNs)
+	s.Epoch = uint32(r.epoch)
+	s.From = from
+	if a.HasGrant {
+		s.Granted, s.HasGrant, s.Carry = a.Grant, true, a.Carry
+		s.SetGrantedAt(nowNs)
+		s.Fallback = false
+		s.GrantFrom = from
+	}
+	s.Spare, s.Informed = a.Spare, r.demand > 0
+}
+
+// Fail returns a batch's demand to its windows after a failed call; the
+// counts themselves are cumulative and go again in the next batch.
+func (e *Engine) Fail(now time.Time, b *Batch) {
+	for i := range b.refs {
+		r := &b.refs[i]
+		r.e.Lock()
+		if s := r.e.Slot(r.start); s != nil {
+			s.Demand += r.demand
+		}
+		r.e.Unlock()
+	}
+}
