@@ -11,6 +11,10 @@ import "unsafe"
 // that depends on the reads, for the caller to fold away
 // (runtime.KeepAlive) so that they are not elided.
 //
+// An entry need not start on a cache line (its size class is not a
+// multiple of one), so the lines read are every one it overlaps: one byte
+// of each, and its last byte.
+//
 // The reads race with writers by design: their values are never used, and
 // a racing read of a byte observes some write (the Go memory model), so
 // the race detector is told to ignore them.
@@ -19,8 +23,12 @@ import "unsafe"
 func (e *Entry) Prefetch() byte {
 	const line = 64
 	p := unsafe.Pointer(e)
-	var x byte
-	for off := uintptr(0); off < unsafe.Sizeof(*e); off += line {
+	size := unsafe.Sizeof(*e)
+	// From the entry's first byte, a line apart, up to the line of its last
+	// byte: the first read may be mid-line, so the last line is reached
+	// only if it is read too.
+	x := *(*byte)(unsafe.Add(p, size-1))
+	for off := uintptr(0); off < size; off += line {
 		x ^= *(*byte)(unsafe.Add(p, off))
 	}
 	return x

@@ -145,11 +145,9 @@ type Engine struct {
 	wireMu   sync.Mutex
 	dicts    map[string]*sendDict
 	sessions uint32 // the last session number given
-	// localRefs and localReps are prepare's buffers for the windows this
-	// member owns, kept between rounds; wireMu guards them.
-	localRefs []ref
-	localReps []counters.Report
-	localIdx  []int32
+	// localRound is prepare's buffers for the windows this member owns,
+	// kept between rounds; wireMu guards it.
+	localRound localRound
 	// spare keeps released batches' buffers for later rounds (Release).
 	spare spareBufs
 	// local keeps the owner's handles of the series this member owns.

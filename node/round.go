@@ -112,141 +112,26 @@ func (e *Engine) Handoff(now time.Time) []*Batch {
 // partial one (the series asking for budget) does neither, since it does
 // not carry every window this member holds a lease in.
 func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epoch uint64, all, full bool, each func(func(*counters.Entry) bool)) []*Batch {
-	nowNs := now.UnixNano()
-	members, index := e.table.Share()
+	r := &round{e: e, now: now, nowNs: now.UnixNano(), epoch: epoch, all: all, full: full, links: *e.links.Load()}
+	r.members, r.index = e.table.Share()
 	// Batches are sized for an even spread of the keys over the owners,
 	// which spares growing them report by report.
-	perOwner := min(e.table.Len()/max(1, len(e.ring.Members())), e.cfg.MaxBatch)
-	byOwner := map[string]*Batch{}
-	links := *e.links.Load()
-	var local []ref
-	var localReps []counters.Report
-	var localIdx []int32
+	r.perOwner = min(e.table.Len()/max(1, len(e.ring.Members())), e.cfg.MaxBatch)
 	if e.cfg.Central == "" {
 		// The dictionaries stay as this round leaves them until it is done.
 		e.wireMu.Lock()
 		defer e.wireMu.Unlock()
-		// The windows this member owns are gathered in buffers kept from
-		// round to round (the collector need not sweep them every interval).
-		local, localReps, localIdx = e.localRefs[:0], e.localReps[:0], e.localIdx[:0]
-		if cap(local) < perOwner {
-			local, localReps, localIdx = make([]ref, 0, perOwner), make([]counters.Report, 0, perOwner), make([]int32, 0, perOwner)
-		}
 		e.local.trim(2*e.table.Len() + 1024)
-	}
-	one := func(en *counters.Entry, owner string) {
-		en.Lock()
-		defer en.Unlock()
-		if en.Dead() {
-			return
-		}
-		e.table.AdvanceCarried(en, now)
-		for _, s := range [2]*counters.Slot{en.Previous(), en.Current()} {
-			if s == nil {
-				continue // the previous window held nothing (Entry.Previous)
-			}
-			carried := s.HasGrant && s.GlobalAt() == 0 // a carried lease no owner answered here yet
-			// A lease beyond the count is reported too, traffic or not, so
-			// that the owner can take back what an idle member holds (on a
-			// sliding tier the lease caps the count plus the weighted
-			// previous window, so a member whose client moved away holds
-			// one until the owner lowers it).
-			holds := s == en.Current() && s.HasGrant && s.Granted > s.Own
-			if s.Own == 0 && s.Demand == 0 && !carried && !holds {
-				continue // no traffic in this window
-			}
-			// The current window is reported every interval while it has
-			// traffic, as in the seed: the answer refreshes the global total
-			// (others keep admitting), and under leases a quiet instance's
-			// zero demand lets the owner move its budget to busier ones. The
-			// previous window only when something changed or its owner did.
-			if !all && s != en.Current() && s.Own == s.Acked && s.Demand == 0 && s.Epoch == uint32(epoch) {
-				continue
-			}
-			b := byOwner[owner]
-			if owner != e.cfg.Name {
-				if b == nil {
-					b = &Batch{Owner: owner, Req: &peerpb.SyncRequest{Origin: e.cfg.Name, Incarnation: e.cfg.Incarnation}}
-					b.refs = e.spare.refs.take(perOwner)
-					if e.cfg.Central == "" && links[owner] != nil && links[owner].packed.Load() {
-						b.enc = e.newEncoder(owner, nowNs, perOwner)
-					} else {
-						b.Req.Reports = make([]*peerpb.Report, 0, perOwner)
-					}
-					byOwner[owner] = b
-				}
-				if len(b.refs) >= e.cfg.MaxBatch {
-					if full {
-						e.resume.CompareAndSwap(0, en.Hash())
-					}
-					continue // waits for the next interval
-				}
-			}
-			var wi int64 // the series' index in the owner's dictionary
-			if b != nil && b.enc != nil {
-				var ok bool
-				if wi, ok = b.enc.index(en); !ok {
-					if full {
-						e.resume.CompareAndSwap(0, en.Hash())
-					}
-					continue // its definition waits for the next interval
-				}
-			}
-			// The cap this member may reach without asking: its grant, or
-			// its static share while it falls back to it, or what it has.
-			capv, has := s.Granted, s.HasGrant
-			if safe, ok := e.table.RestrictedCap(en, s); ok {
-				capv, has = safe, false // whatever it holds, it spends no more
-			} else if !has {
-				capv = s.Own
-				if s.Fallback {
-					capv = counters.StaticShare(en.Threshold(), int(s.FallbackMembers), int(s.FallbackIndex), en.Hash())
-				} else if _, fallback := e.contactWith(en.Hash(), s.Start); fallback || e.cfg.Policy != PolicyLease {
-					capv = counters.StaticShare(en.Threshold(), members, index, en.Hash())
-				}
-			}
-			r := ref{e: en, start: s.Start, own: s.Own, demand: s.Demand, epoch: epoch}
-			capFrom, capFromInc := e.table.Peer(s.GrantFrom)
-			knownFrom, knownFromInc := e.table.Peer(s.From)
-			s.Demand = 0 // in flight; Fail puts it back
-			rep := counters.Report{
-				Key:       key(en, s.Start),
-				Threshold: en.Threshold(),
-				Algorithm: en.Algorithm(),
-				Own:       r.own,
-				Demand:    r.demand,
-				Cap:       capv,
-				HasGrant:  has,
-				Carry:     has && s.Carry,
-
-				CapFrom:              capFrom,
-				CapFromIncarnation:   capFromInc,
-				KnownGlobal:          s.Global,
-				KnownAcked:           s.Acked,
-				KnownFrom:            knownFrom,
-				KnownFromIncarnation: knownFromInc,
-			}
-			if b == nil {
-				li := e.local.index(en)
-				rep.Series = e.local.series[li]
-				local = append(local, r)
-				localReps = append(localReps, rep)
-				localIdx = append(localIdx, li)
-				continue
-			}
-			b.refs = append(b.refs, r)
-			if b.enc != nil {
-				b.enc.add(wi, &rep)
-			} else {
-				b.Req.Reports = append(b.Req.Reports, toWire(&rep))
-			}
-		}
+		r.self = e.table.PeerID(e.cfg.Name, e.cfg.Incarnation)
+		r.local = &e.localRound
 	}
 	// The series come a chunk at a time: the whole chunk's entries are
 	// loaded (counters.Entry.Prefetch) and their owners looked up first,
 	// with no lock in between, so that the loads of the entries from memory
 	// overlap instead of each waiting for the last (a sync touches every
-	// series of a large table, few of which are in the CPU's caches).
+	// series of a large table, few of which are in the CPU's caches). The
+	// windows this member owns are merged after each chunk, while their
+	// entries are still in the caches.
 	var chunk [32]*counters.Entry
 	n := 0
 	flush := func() {
@@ -263,10 +148,13 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 		runtime.KeepAlive(x)
 		for i, en := range chunk[:n] {
 			if oks[i] {
-				one(en, owners[i])
+				r.series(en, owners[i])
 			}
 		}
 		n = 0
+		if r.local != nil && len(r.local.refs) >= localChunk {
+			r.mergeLocal()
+		}
 	}
 	each(func(en *counters.Entry) bool {
 		chunk[n] = en
@@ -276,25 +164,8 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 		return true
 	})
 	flush()
-	// Windows this member owns: merged locally, without a call.
-	self := e.table.PeerID(e.cfg.Name, e.cfg.Incarnation)
-	var ans [32]counters.Answer
-	for i := 0; i < len(local); i += len(ans) {
-		j := min(i+len(ans), len(local))
-		e.owner.ReportAll(now, e.cfg.Name, e.cfg.Incarnation, localReps[i:j], ans[:j-i])
-		touch(local[i:j])
-		for k := i; k < j; k++ {
-			e.local.series[localIdx[k]] = localReps[k].Series
-			apply(nowNs, &local[k], ans[k-i], self)
-		}
-	}
-	if e.cfg.Central == "" {
-		clear(local) // keeps no series alive
-		clear(localReps)
-		if cap(local) > 2*perOwner+1024 { // the table shrank: let it go
-			local, localReps, localIdx = nil, nil, nil
-		}
-		e.localRefs, e.localReps, e.localIdx = local[:0], localReps[:0], localIdx[:0]
+	if r.local != nil {
+		r.mergeLocal()
 	}
 	// Under the lease policy every other member gets a batch, empty if need
 	// be: a heartbeat that keeps this member in contact with it as an
@@ -302,8 +173,8 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 	// nothing else to report.
 	if e.cfg.Central == "" && e.cfg.Policy == PolicyLease && full {
 		for _, m := range e.Members() {
-			if m != e.cfg.Name && byOwner[m] == nil {
-				byOwner[m] = &Batch{Owner: m, Req: &peerpb.SyncRequest{Origin: e.cfg.Name, Incarnation: e.cfg.Incarnation}}
+			if m != e.cfg.Name && r.batch(m) == nil {
+				r.add(&Batch{Owner: m, Req: &peerpb.SyncRequest{Origin: e.cfg.Name, Incarnation: e.cfg.Incarnation}})
 			}
 		}
 	}
@@ -311,19 +182,244 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 	if full {
 		view = e.view.Load()
 	}
-	out := make([]*Batch, 0, len(byOwner))
-	for _, b := range byOwner {
+	out := r.batches
+	for _, b := range out {
 		if b.enc != nil {
 			b.enc.finish(b.Req)
 		}
 		b.Req.View = view
-		if l := links[b.Owner]; l != nil {
+		if l := r.links[b.Owner]; l != nil {
 			b.Req.Ack = l.ack.Load()
 		}
-		out = append(out, b)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Owner < out[j].Owner })
 	return out
+}
+
+// round is one prepare's state.
+type round struct {
+	e              *Engine
+	now            time.Time
+	nowNs          int64
+	epoch          uint64
+	all, full      bool
+	members, index int // the static share's (counters.Table.Share)
+	perOwner       int
+	links          map[string]*link
+	// batches are the round's, in the order they were begun; byOwner
+	// finds them by owner once there are more than a few.
+	batches []*Batch
+	byOwner map[string]*Batch
+	// local gathers the windows this member owns (nil with a central
+	// store), self is this member's run as the owner of their answers.
+	local *localRound
+	self  counters.PeerID
+}
+
+// localChunk is how many windows this member owns a round gathers before
+// it merges them (Owner.ReportAll): the owner reads a few at once.
+const localChunk = 32
+
+// localRound holds the windows this member owns that a round gathered and
+// has not merged yet, in buffers kept from round to round (the engine's
+// wireMu guards them): refs, their reports and their places in the local
+// dictionary.
+type localRound struct {
+	refs []ref
+	reps []counters.Report
+	idx  []int32
+	ans  []counters.Answer
+}
+
+// batchScan is how many batches a round finds by scanning them: a cluster
+// of a few members compares a name or two per window, not a hash.
+const batchScan = 8
+
+// batch returns the round's batch to owner, or nil.
+func (r *round) batch(owner string) *Batch {
+	if r.byOwner != nil {
+		return r.byOwner[owner]
+	}
+	for _, b := range r.batches {
+		if b.Owner == owner {
+			return b
+		}
+	}
+	return nil
+}
+
+// add adds a batch to the round.
+func (r *round) add(b *Batch) {
+	r.batches = append(r.batches, b)
+	if r.byOwner != nil {
+		r.byOwner[b.Owner] = b
+	} else if len(r.batches) > batchScan {
+		r.byOwner = make(map[string]*Batch, 2*len(r.batches))
+		for _, b := range r.batches {
+			r.byOwner[b.Owner] = b
+		}
+	}
+}
+
+// series adds the windows of en to report to the batch of its owner, or
+// to the windows this member owns.
+func (r *round) series(en *counters.Entry, owner string) {
+	e := r.e
+	en.Lock()
+	defer en.Unlock()
+	if en.Dead() {
+		return
+	}
+	e.table.AdvanceCarried(en, r.now)
+	var b *Batch // the owner's batch; nil while none is needed yet, or for the windows this member owns
+	for _, s := range [2]*counters.Slot{en.Previous(), en.Current()} {
+		if s == nil {
+			continue // the previous window held nothing (Entry.Previous)
+		}
+		carried := s.HasGrant && s.GlobalAt() == 0 // a carried lease no owner answered here yet
+		// A lease beyond the count is reported too, traffic or not, so
+		// that the owner can take back what an idle member holds (on a
+		// sliding tier the lease caps the count plus the weighted
+		// previous window, so a member whose client moved away holds
+		// one until the owner lowers it).
+		holds := s == en.Current() && s.HasGrant && s.Granted > s.Own
+		if s.Own == 0 && s.Demand == 0 && !carried && !holds {
+			continue // no traffic in this window
+		}
+		// The current window is reported every interval while it has
+		// traffic, as in the seed: the answer refreshes the global total
+		// (others keep admitting), and under leases a quiet instance's
+		// zero demand lets the owner move its budget to busier ones. The
+		// previous window only when something changed or its owner did.
+		if !r.all && s != en.Current() && s.Own == s.Acked && s.Demand == 0 && s.Epoch == uint32(r.epoch) {
+			continue
+		}
+		if owner != e.cfg.Name {
+			if b == nil {
+				if b = r.batch(owner); b == nil {
+					b = r.begin(owner)
+				}
+			}
+			if len(b.refs) >= e.cfg.MaxBatch {
+				r.leftOut(en)
+				continue // waits for the next interval
+			}
+		}
+		var wi int64 // the series' index in the owner's dictionary
+		if b != nil && b.enc != nil {
+			var ok bool
+			if wi, ok = b.enc.index(en); !ok {
+				r.leftOut(en)
+				continue // its definition waits for the next interval
+			}
+		}
+		capv, has := r.capOf(en, s)
+		ref := ref{e: en, start: s.Start, own: s.Own, demand: s.Demand, epoch: r.epoch}
+		switch {
+		case b == nil:
+			rep := report(e.table, en, s, capv, has)
+			li := e.local.index(en)
+			rep.Series = e.local.series[li]
+			l := r.local
+			l.refs, l.reps, l.idx = append(l.refs, ref), append(l.reps, rep), append(l.idx, li)
+		case b.enc != nil:
+			b.refs = append(b.refs, ref)
+			b.enc.add(wi, int64(en.PeriodOf()), s, capv, has)
+		default:
+			b.refs = append(b.refs, ref)
+			rep := report(e.table, en, s, capv, has)
+			b.Req.Reports = append(b.Req.Reports, toWire(&rep))
+		}
+		s.Demand = 0 // in flight; Fail puts it back
+	}
+}
+
+// begin begins the round's batch to owner.
+func (r *round) begin(owner string) *Batch {
+	e := r.e
+	b := &Batch{Owner: owner, Req: &peerpb.SyncRequest{Origin: e.cfg.Name, Incarnation: e.cfg.Incarnation}}
+	b.refs = e.spare.refs.take(r.perOwner)
+	if e.cfg.Central == "" && r.links[owner] != nil && r.links[owner].packed.Load() {
+		b.enc = e.newEncoder(owner, r.nowNs, r.perOwner)
+	} else {
+		b.Req.Reports = make([]*peerpb.Report, 0, r.perOwner)
+	}
+	r.add(b)
+	return b
+}
+
+// leftOut notes that a full round left en out (a batch was full), for the
+// next one to start from.
+func (r *round) leftOut(en *counters.Entry) {
+	if r.full {
+		r.e.resume.CompareAndSwap(0, en.Hash())
+	}
+}
+
+// capOf returns the cap this member may reach in the window of s without
+// asking, as it reports it: its grant, or its static share while it falls
+// back to it, or what it has; and whether it is a grant. en must be
+// locked.
+func (r *round) capOf(en *counters.Entry, s *counters.Slot) (int64, bool) {
+	e := r.e
+	if safe, ok := e.table.RestrictedCap(en, s); ok {
+		return safe, false // whatever it holds, it spends no more
+	}
+	if s.HasGrant {
+		return s.Granted, true
+	}
+	if s.Fallback {
+		return counters.StaticShare(en.Threshold(), int(s.FallbackMembers), int(s.FallbackIndex), en.Hash()), false
+	}
+	if _, fallback := e.contactWith(en.Hash(), s.Start); fallback || e.cfg.Policy != PolicyLease {
+		return counters.StaticShare(en.Threshold(), r.members, r.index, en.Hash()), false
+	}
+	return s.Own, false
+}
+
+// report returns the report of the window of s, with its cap. en must be
+// locked.
+func report(tb *counters.Table, en *counters.Entry, s *counters.Slot, capv int64, has bool) counters.Report {
+	capFrom, capFromInc := tb.Peer(s.GrantFrom)
+	knownFrom, knownFromInc := tb.Peer(s.From)
+	return counters.Report{
+		Key:       key(en, s.Start),
+		Threshold: en.Threshold(),
+		Algorithm: en.Algorithm(),
+		Own:       s.Own,
+		Demand:    s.Demand,
+		Cap:       capv,
+		HasGrant:  has,
+		Carry:     has && s.Carry,
+
+		CapFrom:              capFrom,
+		CapFromIncarnation:   capFromInc,
+		KnownGlobal:          s.Global,
+		KnownAcked:           s.Acked,
+		KnownFrom:            knownFrom,
+		KnownFromIncarnation: knownFromInc,
+	}
+}
+
+// mergeLocal merges the windows this member owns that the round gathered
+// (Owner.ReportAll) and applies the answers.
+func (r *round) mergeLocal() {
+	e, l := r.e, r.local
+	if len(l.refs) == 0 {
+		return
+	}
+	if cap(l.ans) < len(l.reps) {
+		l.ans = make([]counters.Answer, len(l.reps), cap(l.reps))
+	}
+	ans := l.ans[:len(l.reps)]
+	e.owner.ReportAll(r.now, e.cfg.Name, e.cfg.Incarnation, l.reps, ans)
+	for k := range l.refs {
+		e.local.series[l.idx[k]] = l.reps[k].Series
+		apply(r.nowNs, &l.refs[k], ans[k], r.self)
+	}
+	clear(l.refs) // keeps no series alive
+	clear(l.reps)
+	l.refs, l.reps, l.idx = l.refs[:0], l.reps[:0], l.idx[:0]
 }
 
 func key(en *counters.Entry, start int64) counters.Key {

@@ -143,6 +143,11 @@ type encoder struct {
 	names   []string
 	incs    []uint64
 	defsEnd int // len(d.ents) once built: what an answer acknowledges
+	// peers resolves the slots' owner runs (counters.PeerID), and refs
+	// holds their references in names, by id, once resolved (0: not yet;
+	// else the reference plus one).
+	peers *counters.Table
+	refs  []uint32
 }
 
 // dictFor returns the dictionary for owner, starting a new session when
@@ -167,7 +172,7 @@ func (e *Engine) newDict(owner string) *sendDict {
 }
 
 func (e *Engine) newEncoder(owner string, nowNs int64, capacity int) *encoder {
-	return &encoder{d: e.dictFor(owner), prev: -1, at: nowNs, buf: e.spare.bytes.take(16*capacity + 16)}
+	return &encoder{d: e.dictFor(owner), prev: -1, at: nowNs, buf: e.spare.bytes.take(16*capacity + 16), peers: e.table}
 }
 
 // index returns the dictionary index of en, defining it if need be, or
@@ -227,23 +232,44 @@ func (c *encoder) name(n string, inc uint64) uint64 {
 	return uint64(len(c.names))
 }
 
-// add appends the report of the window at index i.
-func (c *encoder) add(i int64, r *counters.Report) {
+// peer returns the reference of an owner run by its id in the table (0
+// for none).
+func (c *encoder) peer(id counters.PeerID) uint64 {
+	if int(id) < len(c.refs) && c.refs[id] != 0 {
+		return uint64(c.refs[id] - 1)
+	}
+	ref := c.name(c.peers.Peer(id))
+	if id < maxPeerRefs {
+		if int(id) >= len(c.refs) {
+			c.refs = append(c.refs, make([]uint32, int(id)+1-len(c.refs))...)
+		}
+		c.refs[id] = uint32(ref + 1)
+	}
+	return ref
+}
+
+// maxPeerRefs bounds the owner runs an encoder keeps the references of by
+// id: a table makes one per member run that answered it.
+const maxPeerRefs = 4096
+
+// add appends the report of the window of s (a series of period p), at
+// index i, with the cap the member may reach and whether it is a grant
+// (see counters.Report). Its entry must be locked.
+func (c *encoder) add(i, p int64, s *counters.Slot, capv int64, has bool) {
 	b := c.buf
 	b = binary.AppendUvarint(b, protowire.EncodeZigZag(i-c.prev-1))
 	c.prev = i
-	p := int64(r.Key.Period)
-	b = binary.AppendUvarint(b, protowire.EncodeZigZag(c.at/p-r.Key.WindowStart/p))
-	b = binary.AppendUvarint(b, uint64(r.Own))
-	b = binary.AppendUvarint(b, uint64(r.Demand))
-	kf := c.name(r.KnownFrom, r.KnownFromIncarnation)
-	cf := c.name(r.CapFrom, r.CapFromIncarnation)
+	b = binary.AppendUvarint(b, protowire.EncodeZigZag(c.at/p-s.Start/p))
+	b = binary.AppendUvarint(b, uint64(s.Own))
+	b = binary.AppendUvarint(b, uint64(s.Demand))
+	kf := c.peer(s.From)
+	cf := c.peer(s.GrantFrom)
 	flags := kf << 3
-	if r.HasGrant {
+	if has {
 		flags |= 1
-	}
-	if r.Carry {
-		flags |= 2
+		if s.Carry {
+			flags |= 2
+		}
 	}
 	if cf == kf {
 		flags |= 4
@@ -252,9 +278,9 @@ func (c *encoder) add(i int64, r *counters.Report) {
 	if cf != kf {
 		b = binary.AppendUvarint(b, cf)
 	}
-	b = binary.AppendUvarint(b, protowire.EncodeZigZag(r.Cap-r.Own))
-	b = binary.AppendUvarint(b, protowire.EncodeZigZag(r.Own-r.KnownAcked))
-	b = binary.AppendUvarint(b, protowire.EncodeZigZag(r.KnownGlobal-r.KnownAcked))
+	b = binary.AppendUvarint(b, protowire.EncodeZigZag(capv-s.Own))
+	b = binary.AppendUvarint(b, protowire.EncodeZigZag(s.Own-s.Acked))
+	b = binary.AppendUvarint(b, protowire.EncodeZigZag(s.Global-s.Acked))
 	c.buf = b
 	c.n++
 }
