@@ -415,7 +415,7 @@ func (r *round) mergeLocal() {
 	e.owner.ReportAll(r.now, e.cfg.Name, e.cfg.Incarnation, l.reps, ans)
 	for k := range l.refs {
 		e.local.series[l.idx[k]] = l.reps[k].Series
-		apply(r.nowNs, &l.refs[k], ans[k], r.self)
+		apply(r.nowNs, &l.refs[k], &ans[k], r.self)
 	}
 	clear(l.refs) // keeps no series alive
 	clear(l.reps)
@@ -508,7 +508,7 @@ func (e *Engine) Apply(now time.Time, b *Batch, resp *peerpb.SyncResponse) error
 	from := e.table.PeerID(b.Owner, resp.Incarnation)
 	for i := range b.refs {
 		t := resp.Totals[i]
-		apply(nowNs, &b.refs[i], counters.Answer{Global: t.Global, Grant: t.Grant, HasGrant: t.HasGrant, Carry: t.Carry, Spare: t.Spare}, from)
+		apply(nowNs, &b.refs[i], &counters.Answer{Global: t.Global, Grant: t.Grant, HasGrant: t.HasGrant, Carry: t.Carry, Spare: t.Spare}, from)
 	}
 	return nil
 }
@@ -524,7 +524,7 @@ func touch(refs []ref) {
 	runtime.KeepAlive(x)
 }
 
-func apply(nowNs int64, r *ref, a counters.Answer, from counters.PeerID) {
+func apply(nowNs int64, r *ref, a *counters.Answer, from counters.PeerID) {
 	r.e.Lock()
 	defer r.e.Unlock()
 	s := r.e.Slot(r.start)

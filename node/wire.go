@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"sync"
 	"time"
@@ -321,18 +322,38 @@ type reader struct {
 }
 
 func (r *reader) u() uint64 {
-	if len(r.b) > 0 && r.b[0] < 0x80 {
-		v := r.b[0]
-		r.b = r.b[1:]
-		return uint64(v)
+	if b := r.b; len(b) > 0 && b[0] < 0x80 { // a byte: inlined
+		r.b = b[1:]
+		return uint64(b[0])
 	}
-	v, n := binary.Uvarint(r.b)
+	return r.long()
+}
+
+// long is u past its first case.
+func (r *reader) long() uint64 {
+	b := r.b
+	if len(b) >= 8 {
+		// Eight bytes at once: the varint ends at the first byte whose
+		// high bit is clear, and its 7-bit groups are gathered in three
+		// steps, with no loop (a count of a billion takes five bytes).
+		x := binary.LittleEndian.Uint64(b)
+		if end := ^x & 0x8080808080808080; end != 0 {
+			n := bits.TrailingZeros64(end)>>3 + 1
+			x &= ^uint64(0) >> (64 - 8*n)
+			x = x&0x007f007f007f007f | x&0x7f007f007f007f00>>1
+			x = x&0x00003fff00003fff | x&0x3fff00003fff0000>>2
+			x = x&0x000000000fffffff | x&0x0fffffff00000000>>4
+			r.b = b[n:]
+			return x
+		}
+	}
+	v, n := binary.Uvarint(b)
 	if n <= 0 {
 		r.bad = true
 		r.b = nil
 		return 0
 	}
-	r.b = r.b[n:]
+	r.b = b[n:]
 	return v
 }
 
@@ -412,10 +433,24 @@ type wireReport struct {
 	knownFrom, capFrom             int
 }
 
-// next decodes the next report of r against keys and the request's names,
-// checking what validReport checks of the unpacked form.
-func next(r *reader, prev *int64, keys []wireKey, atNs int64, names int) (wireReport, error) {
-	var w wireReport
+// periods holds at_ns/p and MaxInt64/p for the last period p of a batch's
+// reports: most series of a batch share their tier's period, and the two
+// divisions were half of a report's decoding.
+type periods struct{ p, at, max int64 }
+
+// of returns atNs/p and MaxInt64/p. p must not be 0.
+func (c *periods) of(atNs, p int64) (at, max int64) {
+	if p != c.p {
+		c.p, c.at, c.max = p, atNs/p, math.MaxInt64/p
+	}
+	return c.at, c.max
+}
+
+// next decodes the next report of r against keys and the request's names
+// into w (in place: see readTotal), checking what validReport checks of
+// the unpacked form. pc holds the batch's last divisions (the zero value
+// before its first report).
+func next(r *reader, prev *int64, keys []wireKey, atNs int64, names int, w *wireReport, pc *periods) error {
 	idx := *prev + 1 + r.z()
 	back := r.z()
 	w.own = r.count()
@@ -431,37 +466,38 @@ func next(r *reader, prev *int64, keys []wireKey, atNs int64, names int) (wireRe
 	ownAcked := r.z()
 	kgAcked := r.z()
 	if r.bad {
-		return w, errors.New("truncated")
+		return errors.New("truncated")
 	}
 	if idx < 0 || idx >= int64(len(keys)) {
-		return w, fmt.Errorf("index %d out of the dictionary (%d entries)", idx, len(keys))
+		return fmt.Errorf("index %d out of the dictionary (%d entries)", idx, len(keys))
 	}
 	*prev = idx
 	w.index = int(idx)
 	if kf > uint64(names) || cf > uint64(names) {
-		return w, fmt.Errorf("name reference out of range (%d names)", names)
+		return fmt.Errorf("name reference out of range (%d names)", names)
 	}
 	w.knownFrom, w.capFrom = int(kf), int(cf)
 	p := int64(keys[idx].period)
-	k := atNs/p - back
-	if back > atNs/p || back < -(1<<40) || k > math.MaxInt64/p {
-		return w, fmt.Errorf("window %d periods before at_ns out of range", back)
+	atP, maxP := pc.of(atNs, p)
+	k := atP - back
+	if back > atP || back < -(1<<40) || k > maxP {
+		return fmt.Errorf("window %d periods before at_ns out of range", back)
 	}
 	w.start = k * p
 	const m = 1 << 51 // well above MaxCount, well below overflow
 	if capd < -m || capd > m || ownAcked < -m || ownAcked > m || kgAcked < -m || kgAcked > m {
-		return w, errors.New("count out of range")
+		return errors.New("count out of range")
 	}
 	w.cap = w.own + capd
 	w.acked = w.own - ownAcked
 	w.known = w.acked + kgAcked
 	switch {
 	case w.cap < 0 || w.cap > MaxCount:
-		return w, fmt.Errorf("cap %d out of range 0..%d", w.cap, MaxCount)
+		return fmt.Errorf("cap %d out of range 0..%d", w.cap, MaxCount)
 	case w.known < 0 || w.known > MaxCount || w.acked < 0 || w.acked > w.known:
-		return w, fmt.Errorf("known_global %d / known_acked %d out of range", w.known, w.acked)
+		return fmt.Errorf("known_global %d / known_acked %d out of range", w.known, w.acked)
 	}
-	return w, nil
+	return nil
 }
 
 // handlePacked answers a batch in the packed form; validate has checked
@@ -527,8 +563,10 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 	// changes nothing.
 	r := reader{b: req.Packed}
 	prev := int64(-1)
+	var w wireReport
+	var pc periods
 	for i := 0; i < int(req.PackedCount); i++ {
-		if _, err := next(&r, &prev, keys, req.AtNs, len(req.Names)); err != nil {
+		if err := next(&r, &prev, keys, req.AtNs, len(req.Names), &w, &pc); err != nil {
 			return nil, bad("report %d: %v", i, err)
 		}
 	}
@@ -557,7 +595,7 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 		n = 0
 	}
 	for i := 0; i < int(req.PackedCount); i++ {
-		w, _ := next(&r, &prev, keys, req.AtNs, len(req.Names))
+		next(&r, &prev, keys, req.AtNs, len(req.Names), &w, &pc)
 		k := &keys[w.index]
 		reps[n] = counters.Report{
 			Key:       counters.Key{Tenant: k.tenant, Endpoint: k.endpoint, Method: k.method, Period: k.period, WindowStart: w.start},
@@ -620,17 +658,19 @@ func appendTotal(b []byte, own int64, a counters.Answer) []byte {
 	return binary.AppendUvarint(b, protowire.EncodeZigZag(a.Spare))
 }
 
-// readTotal decodes one total of a packed answer.
-func readTotal(r *reader, own int64) counters.Answer {
-	var a counters.Answer
+// readTotal decodes one total of a packed answer into a. It fills a in
+// place rather than returning it: a struct built field by field and then
+// copied whole made the copy wait for its stores (store forwarding), a good
+// part of the decoding.
+func readTotal(r *reader, own int64, a *counters.Answer) {
 	a.Global = int64(r.u())
 	flags := r.u()
 	a.HasGrant, a.Carry = flags&1 != 0, flags&2 != 0
+	a.Grant = 0
 	if a.HasGrant {
 		a.Grant = own + r.z()
 	}
 	a.Spare = r.z()
-	return a
 }
 
 // applyPacked records an owner's answer to a batch in the packed form.
@@ -657,8 +697,9 @@ func (e *Engine) applyPacked(now time.Time, b *Batch, resp *peerpb.SyncResponse)
 		return fmt.Errorf("node: owner %s does not decode packed batches; sending it unpacked ones", b.Owner)
 	}
 	r := reader{b: resp.GetPacked()}
+	var a counters.Answer
 	for i := range b.refs {
-		readTotal(&r, b.refs[i].own)
+		readTotal(&r, b.refs[i].own, &a)
 	}
 	if r.bad || len(r.b) > 0 || len(resp.Totals) > 0 {
 		e.Fail(now, b)
@@ -678,7 +719,8 @@ func (e *Engine) applyPacked(now time.Time, b *Batch, resp *peerpb.SyncResponse)
 		if i%32 == 0 {
 			touch(b.refs[i:min(i+32, len(b.refs))])
 		}
-		apply(nowNs, &b.refs[i], readTotal(&r, b.refs[i].own), from)
+		readTotal(&r, b.refs[i].own, &a)
+		apply(nowNs, &b.refs[i], &a, from)
 	}
 	return nil
 }

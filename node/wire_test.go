@@ -1,9 +1,12 @@
 package node
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,8 +23,10 @@ func globals(t testing.TB, resp *peerpb.SyncResponse) []int64 {
 		out = append(out, tot.Global)
 	}
 	r := reader{b: resp.Packed}
+	var a counters.Answer
 	for len(r.b) > 0 && !r.bad {
-		out = append(out, readTotal(&r, 0).Global)
+		readTotal(&r, 0, &a)
+		out = append(out, a.Global)
 	}
 	if r.bad {
 		t.Fatalf("malformed packed answer")
@@ -375,4 +380,49 @@ func TestWirePackedOnlyToMembersThatSayTheyDecodeIt(t *testing.T) {
 	}
 	deliver(form("after an answer that does not decode it", false))
 	w.check("through the change of forms", now)
+}
+
+// TestReaderMatchesUvarint: the reader's varints (a byte, eight bytes at
+// once, or binary.Uvarint near the end of its input) read what
+// binary.Uvarint reads, for every length and at every distance from the
+// end, and a malformed one (too long, or cut short) sets bad.
+func TestReaderMatchesUvarint(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	var vals []uint64
+	for bitsN := range 65 {
+		for range 20 {
+			v := rnd.Uint64()
+			if bitsN < 64 {
+				v &= 1<<bitsN - 1
+			}
+			vals = append(vals, v)
+		}
+	}
+	vals = append(vals, 0, 127, 128, 1<<56-1, 1<<56, math.MaxUint64)
+	for _, v := range vals {
+		enc := binary.AppendUvarint(nil, v)
+		for pad := range 10 { // bytes after the varint
+			in := append(slices.Clone(enc), make([]byte, pad)...)
+			r := reader{b: in}
+			if got := r.u(); got != v || r.bad || len(r.b) != pad {
+				t.Fatalf("%x (pad %d): got %d, bad %v, %d bytes left; want %d", enc, pad, got, r.bad, len(r.b), v)
+			}
+		}
+	}
+	// A non-minimal varint reads as binary.Uvarint reads it.
+	r := reader{b: []byte{0x81, 0x80, 0x80, 0x00, 0, 0, 0, 0, 0}}
+	if got := r.u(); got != 1 || r.bad || len(r.b) != 5 {
+		t.Fatalf("non-minimal: got %d, bad %v, %d left", got, r.bad, len(r.b))
+	}
+	for _, in := range [][]byte{
+		{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}, // 11 bytes
+		{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02},       // past 64 bits
+		{0x80, 0x80, 0x80}, // cut short
+		{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80}, // cut short, 9 bytes
+	} {
+		r := reader{b: in}
+		if r.u(); !r.bad {
+			t.Errorf("%x: not refused", in)
+		}
+	}
 }
