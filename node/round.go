@@ -271,6 +271,10 @@ func (r *round) series(en *counters.Entry, owner string) {
 		return
 	}
 	e.table.AdvanceCarried(en, r.now)
+	// The windows this member owns are merged here, without a call (with a
+	// central store, every window goes to the store, whatever this
+	// member's name).
+	local := r.local != nil && owner == e.cfg.Name
 	var b *Batch // the owner's batch; nil while none is needed yet, or for the windows this member owns
 	for _, s := range [2]*counters.Slot{en.Previous(), en.Current()} {
 		if s == nil {
@@ -294,7 +298,7 @@ func (r *round) series(en *counters.Entry, owner string) {
 		if !r.all && s != en.Current() && s.Own == s.Acked && s.Demand == 0 && s.Epoch == uint32(r.epoch) {
 			continue
 		}
-		if owner != e.cfg.Name {
+		if !local {
 			if b == nil {
 				if b = r.batch(owner); b == nil {
 					b = r.begin(owner)
@@ -316,18 +320,20 @@ func (r *round) series(en *counters.Entry, owner string) {
 		capv, has := r.capOf(en, s)
 		ref := ref{e: en, start: s.Start, own: s.Own, demand: s.Demand, epoch: r.epoch}
 		switch {
-		case b == nil:
-			rep := report(e.table, en, s, capv, has)
+		case local:
 			li := e.local.index(en)
-			rep.Series = e.local.series[li]
 			l := r.local
-			l.refs, l.reps, l.idx = append(l.refs, ref), append(l.reps, rep), append(l.idx, li)
+			l.refs, l.reps, l.idx = append(l.refs, ref), append(l.reps, counters.Report{}), append(l.idx, li)
+			rep := &l.reps[len(l.reps)-1]
+			report(rep, e.table, en, s, capv, has)
+			rep.Series = e.local.series[li]
 		case b.enc != nil:
 			b.refs = append(b.refs, ref)
 			b.enc.add(wi, int64(en.PeriodOf()), s, capv, has)
 		default:
 			b.refs = append(b.refs, ref)
-			rep := report(e.table, en, s, capv, has)
+			var rep counters.Report
+			report(&rep, e.table, en, s, capv, has)
 			b.Req.Reports = append(b.Req.Reports, toWire(&rep))
 		}
 		s.Demand = 0 // in flight; Fail puts it back
@@ -377,28 +383,16 @@ func (r *round) capOf(en *counters.Entry, s *counters.Slot) (int64, bool) {
 	return s.Own, false
 }
 
-// report returns the report of the window of s, with its cap. en must be
-// locked.
-func report(tb *counters.Table, en *counters.Entry, s *counters.Slot, capv int64, has bool) counters.Report {
-	capFrom, capFromInc := tb.Peer(s.GrantFrom)
-	knownFrom, knownFromInc := tb.Peer(s.From)
-	return counters.Report{
-		Key:       key(en, s.Start),
-		Threshold: en.Threshold(),
-		Algorithm: en.Algorithm(),
-		Own:       s.Own,
-		Demand:    s.Demand,
-		Cap:       capv,
-		HasGrant:  has,
-		Carry:     has && s.Carry,
-
-		CapFrom:              capFrom,
-		CapFromIncarnation:   capFromInc,
-		KnownGlobal:          s.Global,
-		KnownAcked:           s.Acked,
-		KnownFrom:            knownFrom,
-		KnownFromIncarnation: knownFromInc,
-	}
+// report fills rep, a zero Report, with the report of the window of s and
+// its cap (in place: see readTotal). en must be locked.
+func report(rep *counters.Report, tb *counters.Table, en *counters.Entry, s *counters.Slot, capv int64, has bool) {
+	rep.Key = key(en, s.Start)
+	rep.Threshold, rep.Algorithm = en.Threshold(), en.Algorithm()
+	rep.Own, rep.Demand = s.Own, s.Demand
+	rep.Cap, rep.HasGrant, rep.Carry = capv, has, has && s.Carry
+	rep.CapFrom, rep.CapFromIncarnation = tb.Peer(s.GrantFrom)
+	rep.KnownGlobal, rep.KnownAcked = s.Global, s.Acked
+	rep.KnownFrom, rep.KnownFromIncarnation = tb.Peer(s.From)
 }
 
 // mergeLocal merges the windows this member owns that the round gathered

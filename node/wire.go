@@ -597,21 +597,16 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 	for i := 0; i < int(req.PackedCount); i++ {
 		next(&r, &prev, keys, req.AtNs, len(req.Names), &w, &pc)
 		k := &keys[w.index]
-		reps[n] = counters.Report{
-			Key:       counters.Key{Tenant: k.tenant, Endpoint: k.endpoint, Method: k.method, Period: k.period, WindowStart: w.start},
-			Threshold: k.threshold,
-			Algorithm: k.alg,
-			Own:       w.own,
-			Demand:    w.demand,
-			Cap:       w.cap,
-			HasGrant:  w.hasGrant,
-			Carry:     w.carry,
-
-			KnownGlobal: w.known,
-			KnownAcked:  w.acked,
-			Series:      k.series,
-		}
+		// Filled in place (see readTotal).
 		rep := &reps[n]
+		*rep = counters.Report{}
+		rep.Key.Tenant, rep.Key.Endpoint, rep.Key.Method = k.tenant, k.endpoint, k.method
+		rep.Key.Period, rep.Key.WindowStart = k.period, w.start
+		rep.Threshold, rep.Algorithm = k.threshold, k.alg
+		rep.Own, rep.Demand = w.own, w.demand
+		rep.Cap, rep.HasGrant, rep.Carry = w.cap, w.hasGrant, w.carry
+		rep.KnownGlobal, rep.KnownAcked = w.known, w.acked
+		rep.Series = k.series
 		if w.knownFrom > 0 {
 			rep.KnownFrom, rep.KnownFromIncarnation = req.Names[w.knownFrom-1], req.NameIncarnations[w.knownFrom-1]
 		}
