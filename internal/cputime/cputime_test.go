@@ -4,6 +4,7 @@ import (
 	"os"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // TestCountsWork: after some work, this process's CPU time has grown, and
@@ -30,3 +31,24 @@ func TestCountsWork(t *testing.T) {
 
 // sink keeps the busy loop from being optimised away.
 var sink int
+
+// TestThreadCountsOwnWork: the thread's CPU time grows across a busy loop
+// on a locked goroutine, and by no more than the process's.
+func TestThreadCountsOwnWork(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the thread's CPU time is read on Linux only here")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	t0, s0 := Thread(), Self()
+	for i := range 50_000_000 {
+		sink ^= i * i
+	}
+	t1, s1 := Thread(), Self()
+	if t1 <= t0 {
+		t.Fatalf("Thread() went from %v to %v across a busy loop", t0, t1)
+	}
+	if t1-t0 > s1-s0+time.Millisecond {
+		t.Fatalf("the thread used %v, the process %v", t1-t0, s1-s0)
+	}
+}
