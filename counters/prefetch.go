@@ -12,8 +12,8 @@ import "unsafe"
 // (runtime.KeepAlive) so that they are not elided.
 //
 // An entry need not start on a cache line (its size class is not a
-// multiple of one), so the lines read are every one it overlaps: one byte
-// of each, and its last byte.
+// multiple of one): a 240-byte entry overlaps five lines when it starts
+// past a line's 16th byte, and the last is read too.
 //
 // The reads race with writers by design: their values are never used, and
 // a racing read of a byte observes some write (the Go memory model), so
@@ -24,9 +24,8 @@ func (e *Entry) Prefetch() byte {
 	const line = 64
 	p := unsafe.Pointer(e)
 	size := unsafe.Sizeof(*e)
-	// From the entry's first byte, a line apart, up to the line of its last
-	// byte: the first read may be mid-line, so the last line is reached
-	// only if it is read too.
+	// Reads at most a line apart, from the first byte to the last, touch
+	// every line in between.
 	x := *(*byte)(unsafe.Add(p, size-1))
 	for off := uintptr(0); off < size; off += line {
 		x ^= *(*byte)(unsafe.Add(p, off))
