@@ -13,7 +13,7 @@ import "unsafe"
 //
 // An entry need not start on a cache line (its size class is not a
 // multiple of one): a 240-byte entry overlaps five lines when it starts
-// past a line's 16th byte, and the last is read too.
+// more than 16 bytes into one, and the fifth is read too.
 //
 // The reads race with writers by design: their values are never used, and
 // a racing read of a byte observes some write (the Go memory model), so
