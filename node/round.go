@@ -271,9 +271,9 @@ func (r *round) series(en *counters.Entry, owner string) {
 		return
 	}
 	e.table.AdvanceCarried(en, r.now)
-	// The windows this member owns are merged here, without a call (with a
-	// central store, every window goes to the store, whatever this
-	// member's name).
+	// The windows this member owns are gathered for its own owner, with no
+	// call (mergeLocal); with a central store every window goes to the
+	// store, whatever this member's name.
 	local := r.local != nil && owner == e.cfg.Name
 	var b *Batch // the owner's batch; nil while none is needed yet, or for the windows this member owns
 	for _, s := range [2]*counters.Slot{en.Previous(), en.Current()} {
