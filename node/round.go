@@ -318,26 +318,34 @@ func (r *round) series(en *counters.Entry, owner string) {
 			}
 		}
 		capv, has := r.capOf(en, s)
-		ref := ref{e: en, start: s.Start, own: s.Own, demand: s.Demand, epoch: r.epoch}
 		switch {
 		case local:
 			li := e.local.index(en)
 			l := r.local
-			l.refs, l.reps, l.idx = append(l.refs, ref), append(l.reps, counters.Report{}), append(l.idx, li)
+			l.refs, l.reps, l.idx = r.ref(l.refs, en, s), append(l.reps, counters.Report{}), append(l.idx, li)
 			rep := &l.reps[len(l.reps)-1]
 			report(rep, e.table, en, s, capv, has)
 			rep.Series = e.local.series[li]
 		case b.enc != nil:
-			b.refs = append(b.refs, ref)
+			b.refs = r.ref(b.refs, en, s)
 			b.enc.add(wi, int64(en.PeriodOf()), s, capv, has)
 		default:
-			b.refs = append(b.refs, ref)
+			b.refs = r.ref(b.refs, en, s)
 			var rep counters.Report
 			report(&rep, e.table, en, s, capv, has)
 			b.Req.Reports = append(b.Req.Reports, toWire(&rep))
 		}
 		s.Demand = 0 // in flight; Fail puts it back
 	}
+}
+
+// ref appends the ref of the window of s to refs, filled in place (see
+// readTotal).
+func (r *round) ref(refs []ref, en *counters.Entry, s *counters.Slot) []ref {
+	refs = append(refs, ref{})
+	f := &refs[len(refs)-1]
+	f.e, f.start, f.own, f.demand, f.epoch = en, s.Start, s.Own, s.Demand, r.epoch
+	return refs
 }
 
 // begin begins the round's batch to owner.
