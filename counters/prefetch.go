@@ -2,30 +2,38 @@ package counters
 
 import "unsafe"
 
-// Prefetch reads every cache line of the entry and discards what it read,
-// without its lock, so that a caller about to lock many entries one after
-// another (the sync touches every series of a large table, few of which
-// are in the CPU's caches) can have their loads from memory overlap: a
-// lock is a barrier that the next entry's loads do not pass, so that
-// otherwise each entry waits for its memory in turn. It returns a value
-// that depends on the reads, for the caller to fold away
+// Prefetch reads every cache line of the entry, and of its previous
+// window's slot if it has one (Entry.prev, allocated apart), and discards
+// what it read, without its lock, so that a caller about to lock many
+// entries one after another (the sync touches every series of a large
+// table, few of which are in the CPU's caches) can have their loads from
+// memory overlap: a lock is a barrier that the next entry's loads do not
+// pass, so that otherwise each entry waits for its memory in turn. It
+// returns a value that depends on the reads, for the caller to fold away
 // (runtime.KeepAlive) so that they are not elided.
 //
-// An entry need not start on a cache line (its size class is not a
-// multiple of one): a 240-byte entry overlaps five lines when it starts
-// more than 16 bytes into one, and the fifth is read too.
-//
 // The reads race with writers by design: their values are never used, and
-// a racing read of a byte observes some write (the Go memory model), so
+// a racing read of a byte observes some write (the Go memory model), as a
+// racing read of the slot's pointer observes a pointer written there, so
 // the race detector is told to ignore them.
 //
 //go:norace
 func (e *Entry) Prefetch() byte {
+	x := lines(unsafe.Pointer(e), unsafe.Sizeof(*e))
+	if p := e.prev; p != nil {
+		x ^= lines(unsafe.Pointer(p), unsafe.Sizeof(*p))
+	}
+	return x
+}
+
+// lines reads a byte of every cache line of the size bytes at p and
+// returns their exclusive or. An object need not start on a line (its size
+// class need not be a multiple of one): reads at most a line apart from
+// its first byte to its last touch every line it overlaps.
+//
+//go:norace
+func lines(p unsafe.Pointer, size uintptr) byte {
 	const line = 64
-	p := unsafe.Pointer(e)
-	size := unsafe.Sizeof(*e)
-	// Reads at most a line apart, from the first byte to the last, touch
-	// every line in between.
 	x := *(*byte)(unsafe.Add(p, size-1))
 	for off := uintptr(0); off < size; off += line {
 		x ^= *(*byte)(unsafe.Add(p, off))
