@@ -527,10 +527,13 @@ func (t *Table) evictOne(s *shard, now int64) bool {
 			victim = e
 		}
 	}
-	if victim == nil {
+	if victim == nil || !victim.mu.TryLock() {
+		return false // none idle, or the victim is in use right now
+	}
+	if !victim.idleLocked(now) { // it came into use since
+		victim.mu.Unlock()
 		return false
 	}
-	victim.mu.Lock()
 	victim.dead = true
 	expired := victim.expiresAt.Load() < now
 	lost := victim.unreported()
@@ -559,8 +562,25 @@ func (e *Entry) idle(now int64) bool {
 	if e.tenant == OverflowTenant {
 		return false // held beyond the bound already: evicting it would add one more
 	}
-	e.mu.Lock()
+	// The caller holds a shard's lock, and whoever holds an entry's lock
+	// may wait for a shard's (the sync, sizing its dictionary with Len):
+	// an entry in use right now is not idle, and waiting for it could
+	// deadlock (TestEvictionSkipsEntriesInUse).
+	if !e.mu.TryLock() {
+		return false
+	}
 	defer e.mu.Unlock()
+	return e.idleLocked(now)
+}
+
+// idleLocked is idle with the entry's lock held.
+func (e *Entry) idleLocked(now int64) bool {
+	if e.expiresAt.Load() < now {
+		return true
+	}
+	if e.tenant == OverflowTenant {
+		return false
+	}
 	if e.cur.Unreported() > 0 || (e.prev != nil && e.prev.Unreported() > 0) {
 		return false
 	}

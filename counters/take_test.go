@@ -316,6 +316,56 @@ func TestFloodOfDistinctKeysKeepsCounts(t *testing.T) {
 	}
 }
 
+// TestEvictionSkipsEntriesInUse: a full table evicts an idle series to
+// make room, under its shard's lock. A series whose lock is held at that
+// moment (the sync reads it, and may then wait for a shard's lock: it
+// sizes its dictionary with Len) is in use: the eviction must pass it by,
+// not wait for it. Waiting deadlocked a node under a flood of new tenants
+// (httpfilter TestFloodKeepsTenantsInUse hung for 30 minutes).
+func TestEvictionSkipsEntriesInUse(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxEntries, cfg.Shards = 2, 1
+	tb, err := NewTable(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := func(tenant string) Limit {
+		return Limit{Tenant: tenant, Endpoint: "/p", Method: "GET", Period: time.Second, Threshold: 10}
+	}
+	tb.Allow(at(0), l("a"))
+	tb.Allow(at(0), l("b"))
+	ackAll(tb)
+	// Both are idle in the next window; a's lock is held, as the sync
+	// holds it, and the sync waits for the shard (Len) while it does.
+	a := tb.Get("a", "/p", "GET", time.Second)
+	a.mu.Lock()
+	lenDone := make(chan int)
+	takeDone := make(chan bool)
+	go func() { takeDone <- tb.Allow(at(1500*time.Millisecond), l("c")) }()
+	deadline := time.After(10 * time.Second)
+	select {
+	case ok := <-takeDone:
+		if !ok {
+			t.Errorf("c denied: b was idle and could make room")
+		}
+	case <-deadline:
+		t.Fatal("a new series waited for a series in use to make room")
+	}
+	go func() { lenDone <- tb.Len() }()
+	select {
+	case n := <-lenDone:
+		if n != 2 {
+			t.Errorf("Len %d, want 2 (a kept, b evicted for c)", n)
+		}
+	case <-deadline:
+		t.Fatal("Len waited while an entry's lock was held")
+	}
+	a.mu.Unlock()
+	if tb.Get("a", "/p", "GET", time.Second) == nil || tb.Get("b", "/p", "GET", time.Second) != nil {
+		t.Errorf("want a (in use) kept and b (idle) evicted")
+	}
+}
+
 func TestEvictionPrefersExpiredThenOldest(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.MaxEntries, cfg.Shards = 4, 1
