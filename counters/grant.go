@@ -55,7 +55,8 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	}
 	mw := o.members.window(since)
 	view := w.aligned(mw, prev)
-	gc := o.grantContext(now, key, w, mw, prev)
+	gc := &o.scratch.gc
+	o.grantContext(gc, now, key, w, mw)
 	prevOf := func(name string) *originState {
 		if prev == nil {
 			return nil
@@ -92,14 +93,14 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	// The members' slots: what each reserves, or its demand if it is one
 	// the rest is split among. r's slot is left out and r taken as it is
 	// now.
-	sl := o.slotsFor(w, view, &gc)
-	ri, haveR := mw.pos[r.name]
-	if !haveR {
-		ri = len(mw.names) // r reports but is not (yet) in our view: last
+	var sl *windowSlots
+	ri := len(mw.names) // r's place: the last if it is not (yet) in our view
+	if view != nil {
+		sl, ri = o.slotsFor(view, gc, r)
 	}
 	estR := gc.est(r, prevOf(r.name))
 	needR, needSoonR := need(r, float64(gc.left)), need(r, gc.soon)
-	sums := o.tally(sl, w, &gc, ri, needSoonR, needR, &o.scratch)
+	sums, ri := o.tally(sl, w, prev, gc, r, ri, needSoonR, needR, &o.scratch)
 	pool := w.threshold - w.foreignCaps
 	firm += sums.firm
 
@@ -179,12 +180,14 @@ type grantContext struct {
 	soon               float64 // ns ahead the members' demand is projected first
 }
 
-func (o *Owner) grantContext(now int64, key Key, w *ownerWindow, mw *memberWindow, prev *ownerWindow) grantContext {
+// grantContext fills gc for a grant at now of key's window w, whose
+// members are mw. It fills it in place: a struct built apart and copied
+// waits for its own writes.
+func (o *Owner) grantContext(gc *grantContext, now int64, key Key, w *ownerWindow, mw *memberWindow) {
 	period := int64(key.Period)
-	gc := grantContext{
-		now: now, start: key.WindowStart, hash: w.series.hash, threshold: w.threshold,
-		n: len(mw.names), mw: mw, contactT: int64(o.cfg.Contact), interval: int64(o.cfg.Interval),
-	}
+	gc.now, gc.start, gc.hash, gc.threshold = now, key.WindowStart, w.series.hash, w.threshold
+	gc.n, gc.mw, gc.contactT, gc.interval = len(mw.names), mw, int64(o.cfg.Contact), int64(o.cfg.Interval)
+	gc.weight = 0
 	if elapsed := now - key.WindowStart; w.alg == Sliding && elapsed >= 0 && elapsed < period {
 		gc.weight = float64(period-elapsed) / float64(period)
 	}
@@ -211,7 +214,6 @@ func (o *Owner) grantContext(now int64, key Key, w *ownerWindow, mw *memberWindo
 	// number of members with demand.
 	gc.left = max(0, period-(now-key.WindowStart))
 	gc.soon = float64(min(gc.left, NeedHorizon*int64(o.cfg.Interval)))
-	return gc
 }
 
 // est is a member's own estimate, as the member itself computes it, from
@@ -275,44 +277,37 @@ type windowSlots struct {
 	gc        grantContext // of the last grant
 }
 
-// slotsFor returns the window's member slots for gc. With a view (a window
-// with many origins), the slots kept in it serve if they were taken under
-// the same membership, previous window, threshold and knowledge of other
-// owners' grants; tally brings them up to date. Without one, they are
-// taken for this grant only. The lock must be held.
-func (o *Owner) slotsFor(w *ownerWindow, view *windowView, gc *grantContext) *windowSlots {
-	var sl *windowSlots
-	if view != nil {
-		sl = &view.slots
-		if sl.mw == gc.mw && sl.gen == o.members.gen && sl.prev == view.prev && sl.threshold == gc.threshold &&
-			sl.inherited == gc.inherited && sl.owned == gc.owned && sl.takeBack == gc.takeBack {
-			sl.gc = *gc
-			return sl
+// slotsFor returns the member slots kept in a window's view for gc, and
+// the place of origin r among the members (the last place,
+// len(gc.mw.names), if it is not one). They serve if they were taken
+// under the same membership, previous window, threshold and knowledge of
+// other owners' grants (tally brings them up to date); else they are
+// taken again. The lock must be held.
+func (o *Owner) slotsFor(view *windowView, gc *grantContext, r *originState) (sl *windowSlots, ri int) {
+	ri = len(gc.mw.names)
+	for i, s := range view.cur {
+		if s == r {
+			ri = i
+			break
 		}
-	} else {
-		sl = &o.scratch.slots
 	}
-	*sl = windowSlots{
-		slots: sl.slots[:0], mw: gc.mw, gen: o.members.gen, threshold: gc.threshold,
-		inherited: gc.inherited, owned: gc.owned, takeBack: gc.takeBack, gc: *gc,
+	sl = &view.slots
+	sl.gc = *gc // refreshSlot takes slots with it
+	if sl.mw == gc.mw && sl.gen == o.members.gen && sl.prev == view.prev && sl.threshold == gc.threshold &&
+		sl.inherited == gc.inherited && sl.owned == gc.owned && sl.takeBack == gc.takeBack {
+		return sl, ri
 	}
-	prev := w.series.window(gc.start - int64(w.series.key.Period))
-	if view != nil {
-		sl.prev = view.prev
+	sl.mw, sl.gen, sl.prev, sl.threshold = gc.mw, o.members.gen, view.prev, gc.threshold
+	sl.inherited, sl.owned, sl.takeBack = gc.inherited, gc.owned, gc.takeBack
+	n := len(gc.mw.names)
+	if cap(sl.slots) < n {
+		sl.slots = make([]memberSlot, n)
 	}
-	for i, m := range gc.mw.names {
-		var s, ps *originState
-		if view != nil {
-			s, ps = view.cur[i], view.prv[i]
-		} else {
-			s = w.find(m)
-			if prev != nil {
-				ps = prev.find(m)
-			}
-		}
-		sl.slots = append(sl.slots, o.slotOf(gc, i, s, ps))
+	sl.slots = sl.slots[:n]
+	for i := range sl.slots {
+		o.slotOf(&sl.slots[i], gc, i, view.cur[i], view.prv[i])
 	}
-	return sl
+	return sl, ri
 }
 
 // refreshSlot takes origin s's slot again in the kept slots of its window
@@ -320,8 +315,10 @@ func (o *Owner) slotsFor(w *ownerWindow, view *windowView, gc *grantContext) *wi
 // window's), after a report of s changed its state. The lock must be held.
 func (o *Owner) refreshSlot(w *ownerWindow, s *originState) {
 	period := int64(w.series.key.Period)
-	o.refreshIn(w, w.series.window(w.start-period), s.name)
-	if next := w.series.window(w.start + period); next != nil {
+	if w.view != nil {
+		o.refreshIn(w, w.series.window(w.start-period), s.name)
+	}
+	if next := w.series.window(w.start + period); next != nil && next.view != nil {
 		o.refreshIn(next, w, s.name)
 	}
 }
@@ -346,16 +343,18 @@ func (o *Owner) refreshIn(w, prev *ownerWindow, name string) {
 	if ps == nil && prev != nil {
 		ps = prev.find(name)
 	}
-	sl.slots[i] = o.slotOf(&sl.gc, i, s, ps)
+	o.slotOf(&sl.slots[i], &sl.gc, i, s, ps)
 }
 
-// slotOf returns the slot of member i of gc's member window, whose states
-// in the window and the one before are s and ps (nil if none). The lock
-// must be held.
-func (o *Owner) slotOf(gc *grantContext, i int, s, ps *originState) memberSlot {
+// slotOf fills sl with the slot of member i of gc's member window, whose
+// states in the window and the one before are s and ps (nil if none). The
+// lock must be held.
+func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originState) {
 	at := gc.mw.at[i]
 	cr, alive := o.members.contact[at], o.members.isAlive[at]
-	sl := memberSlot{ver: o.members.vers[at], flipAt: math.MaxInt64}
+	sl.kind, sl.unknown, sl.settling = slotSilent, false, false
+	sl.ver, sl.flipAt = o.members.vers[at], math.MaxInt64
+	sl.x, sl.static, sl.cur, sl.prev = 0, 0, 0, 0
 	if s != nil {
 		sl.cur = s.total()
 	}
@@ -371,11 +370,11 @@ func (o *Owner) slotOf(gc *grantContext, i int, s, ps *originState) memberSlot {
 	}
 	c := contactBefore(cr, gc.start, gc.now)
 	if gc.takeBack && !inContact && !alive && c < gc.lostBefore {
-		sl.kind, sl.static = slotSilent, SafeShare(gc.threshold, gc.n, i, gc.hash, o.cfg.SafeShare)
+		sl.static = SafeShare(gc.threshold, gc.n, i, gc.hash, o.cfg.SafeShare)
 		if s != nil {
 			sl.kind = slotFirm
 		}
-		return sl
+		return
 	}
 	if c < gc.start-gc.contactT+gc.interval {
 		sl.static = StaticShare(gc.threshold, gc.n, i, gc.hash)
@@ -384,18 +383,17 @@ func (o *Owner) slotOf(gc *grantContext, i int, s, ps *originState) memberSlot {
 	case s != nil && inContact:
 		sl.kind, sl.static = slotReach, 0
 		sl.capNow, sl.rate, sl.instant = o.capNow(s, cr), s.rate(), s.instant
-		return sl
+		return
 	case s != nil:
 		if o.holdsGrant(s, cr) {
 			sl.static = 0 // it left its static share for this owner's grant
 		}
 		sl.kind, sl.x = slotFirm, o.capNow(s, cr)
-		return sl
+		return
 	}
 	if ps != nil && o.carries(ps, cr) && c >= gc.start-int64(CarryWithin(o.cfg.Contact))-gc.contactT {
 		sl.x = o.capNow(ps, cr)
 	}
-	sl.kind = slotSilent
 	// Another owner may have granted it a cap in this window if it lost
 	// contact during the window (unless this owner owned the series in all
 	// its views since the window began), or has not sent a batch under
@@ -404,7 +402,6 @@ func (o *Owner) slotOf(gc *grantContext, i int, s, ps *originState) memberSlot {
 	if gc.inherited && ((!inContact && sl.static == 0 && !gc.owned) || (inContact && !o.synced(gc.mw.names[i], cr))) {
 		sl.unknown, sl.settling = true, inContact
 	}
-	return sl
 }
 
 // slotSums is what a grant adds up of the members other than the one it
@@ -419,29 +416,48 @@ type slotSums struct {
 	needy             int64 // how many have demand, r included
 }
 
-// tally adds up the slots of the members other than r, the member at place
-// ri (the last place if it is not in the member window), as of gc's time,
-// taking again those whose contact changed since, and lists every
-// member's needs by place in sc for fairShare (its needs over the next
-// soon ns and over the rest of the window), with r's (needSoon, needLeft)
-// at ri. The lock must be held.
-func (o *Owner) tally(sl *windowSlots, w *ownerWindow, gc *grantContext, ri int, needSoon, needLeft int64, sc *grantScratch) slotSums {
+// tally adds up the slots of the members other than r as of gc's time:
+// those kept in sl, taking again those whose contact changed since, or,
+// without kept slots (sl nil: a window with few origins), each member's
+// taken from its states in w and prev as it goes. It lists every member's
+// needs by place in sc for fairShare (its needs over the next soon ns and
+// over the rest of the window), with r's (needSoon, needLeft) at r's
+// place, which it returns: ri with kept slots, else where it finds r (the
+// last place, len(gc.mw.names), if r is not a member). The lock must be
+// held.
+func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r *originState, ri int, needSoon, needLeft int64, sc *grantScratch) (slotSums, int) {
 	soonNeeds, leftNeeds := sc.needs[:0], sc.left[:0]
 	t := slotSums{needs: needLeft}
 	if needLeft > 0 {
 		t.needy++
 	}
 	vers, at := o.members.vers, gc.mw.at
-	for i := range sl.slots {
-		if i == ri {
-			soonNeeds, leftNeeds = append(soonNeeds, 0), append(leftNeeds, 0)
-			continue
-		}
-		s := &sl.slots[i]
-		if vers[at[i]] != s.ver || gc.now >= s.flipAt {
-			if v := w.view; v != nil && sl == &v.slots {
-				*s = o.slotOf(gc, i, v.cur[i], v.prv[i])
+	var taken memberSlot
+	for i, m := range gc.mw.names {
+		var s *memberSlot
+		if sl != nil {
+			if i == ri {
+				soonNeeds, leftNeeds = append(soonNeeds, 0), append(leftNeeds, 0)
+				continue
 			}
+			s = &sl.slots[i]
+			if vers[at[i]] != s.ver || gc.now >= s.flipAt {
+				v := w.view
+				o.slotOf(s, gc, i, v.cur[i], v.prv[i])
+			}
+		} else {
+			cur := w.find(m)
+			if cur == r {
+				ri = i
+				soonNeeds, leftNeeds = append(soonNeeds, 0), append(leftNeeds, 0)
+				continue
+			}
+			var ps *originState
+			if prev != nil {
+				ps = prev.find(m)
+			}
+			s = &taken
+			o.slotOf(s, gc, i, cur, ps)
 		}
 		e := s.cur + weighted(s.prev, gc.weight)
 		var ns, nl int64
@@ -467,12 +483,12 @@ func (o *Owner) tally(sl *windowSlots, w *ownerWindow, gc *grantContext, ri int,
 		t.settling = t.settling || s.settling
 		soonNeeds, leftNeeds = append(soonNeeds, ns), append(leftNeeds, nl)
 	}
-	if ri == len(sl.slots) {
+	if ri == len(gc.mw.names) {
 		soonNeeds, leftNeeds = append(soonNeeds, 0), append(leftNeeds, 0)
 	}
 	soonNeeds[ri], leftNeeds[ri] = needSoon, needLeft
 	sc.needs, sc.left = soonNeeds, leftNeeds
-	return t
+	return t, ri
 }
 
 // NeedHorizon is how many sync intervals ahead (at most) an owner projects
@@ -604,8 +620,8 @@ func waterFill(free int64, needs []int64, order []int, ri int) int64 {
 // grantScratch is the slices a grant works in, kept by the owner (under
 // its lock) from one grant to the next so that a grant allocates nothing.
 type grantScratch struct {
+	gc    grantContext
 	needs []int64 // by place: needs over the next soon ns (see reach)
 	left  []int64 // and over the rest of the window
 	order []int
-	slots windowSlots // a window's slots, when it does not keep them
 }
