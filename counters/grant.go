@@ -94,13 +94,12 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	// the rest is split among. r's slot is left out and r taken as it is
 	// now.
 	var sl *windowSlots
-	ri := len(mw.names) // r's place: the last if it is not (yet) in our view
 	if view != nil {
-		sl, ri = o.slotsFor(view, gc, r)
+		sl = o.slotsFor(view, gc)
 	}
 	estR := gc.est(r, prevOf(r.name))
 	needR, needSoonR := need(r, float64(gc.left)), need(r, gc.soon)
-	sums, ri := o.tally(sl, w, prev, gc, r, ri, needSoonR, needR, &o.scratch)
+	sums, ri := o.tally(sl, w, prev, gc, r, needSoonR, needR, &o.scratch)
 	pool := w.threshold - w.foreignCaps
 	firm += sums.firm
 
@@ -121,25 +120,23 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	committed := firm + rest
 
 	free := w.threshold - committed - sums.e - estR
-	needs, needy := sums.needs, sums.needy
-	othersOut, othersExcess := sums.out, sums.excess
 	// Of what nobody is expected to need, the members with demand get
 	// their part as if every member in view had some: the rest stays
 	// unallocated, so that a member whose demand appears or grows gets it
 	// at its first report, without waiting for the others to give theirs
 	// back.
-	spare = max(0, free-needs)
+	spare = max(0, free-sums.needs)
 	g = estR
 	if free <= 0 {
 		spare = 0
 	} else {
-		unallocated := spare - spare*needy/max(needy, int64(gc.n))
+		unallocated := spare - spare*sums.needy/max(sums.needy, int64(gc.n))
 		fair := fairShare(free-unallocated, ri, gc.soon, float64(gc.left), &o.scratch)
-		allowed := max(min(fair, free-othersOut), 0)
+		allowed := max(min(fair, free-sums.out), 0)
 		g += allowed
 		r.hadShare = r.hadShare || allowed > 0
 		// What nobody needs is spare only as far as nobody holds it.
-		spare = min(spare, max(0, free-othersOut-allowed))
+		spare = min(spare, max(0, free-sums.out-allowed))
 		// r's part that others hold beyond what their demand needs comes
 		// with the next answers, as they report and give it back (demand
 		// that moved from one instance to another). So does all of r's part
@@ -155,9 +152,9 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		case !r.hadShare && !(r.heldGrant && r.held+r.base > estR):
 			spare += fair - allowed
 		case float64(gc.left) > gc.soon:
-			spare += max(fair-allowed, othersExcess)
+			spare += max(fair-allowed, sums.excess)
 		default:
-			spare += min(fair-allowed, othersExcess)
+			spare += min(fair-allowed, sums.excess)
 		}
 	}
 	return g, spare + held
@@ -252,10 +249,9 @@ type memberSlot struct {
 type slotKind uint8
 
 const (
-	slotNone   slotKind = iota
-	slotFirm            // it reported and is out of contact: what it may spend
-	slotSilent          // it has not reported: what it may hold
-	slotReach           // in contact and reported: it gets a part
+	slotFirm   slotKind = iota // it reported and is out of contact: what it may spend
+	slotSilent                 // it has not reported: what it may hold
+	slotReach                  // in contact and reported: it gets a part
 )
 
 // windowSlots is a window's member slots, by place in the member window. A
@@ -266,39 +262,32 @@ const (
 // states and contact record.
 type windowSlots struct {
 	slots []memberSlot
-	// What they were taken under: anything else takes them again.
-	mw        *memberWindow
-	gen       uint64 // of the membership (ownerMembers.gen)
-	prev      *ownerWindow
-	threshold int64
-	inherited bool
-	owned     bool
-	takeBack  bool
-	gc        grantContext // of the last grant
+	taken slotsKey     // what they were taken under: anything else takes them again
+	gc    grantContext // of the last grant
 }
 
-// slotsFor returns the member slots kept in a window's view for gc, and
-// the place of origin r among the members (the last place,
-// len(gc.mw.names), if it is not one). They serve if they were taken
-// under the same membership, previous window, threshold and knowledge of
-// other owners' grants (tally brings them up to date); else they are
-// taken again. The lock must be held.
-func (o *Owner) slotsFor(view *windowView, gc *grantContext, r *originState) (sl *windowSlots, ri int) {
-	ri = len(gc.mw.names)
-	for i, s := range view.cur {
-		if s == r {
-			ri = i
-			break
-		}
-	}
-	sl = &view.slots
+// slotsKey is what a window's kept slots depend on besides the members'
+// states and contact records.
+type slotsKey struct {
+	mw                         *memberWindow
+	gen                        uint64 // of the membership (ownerMembers.gen)
+	prev                       *ownerWindow
+	threshold                  int64
+	inherited, owned, takeBack bool
+}
+
+// slotsFor returns the member slots kept in a window's view for gc. They
+// serve if they were taken under the same membership, previous window,
+// threshold and knowledge of other owners' grants (tally brings them up
+// to date); else they are taken again. The lock must be held.
+func (o *Owner) slotsFor(view *windowView, gc *grantContext) *windowSlots {
+	sl := &view.slots
 	sl.gc = *gc // refreshSlot takes slots with it
-	if sl.mw == gc.mw && sl.gen == o.members.gen && sl.prev == view.prev && sl.threshold == gc.threshold &&
-		sl.inherited == gc.inherited && sl.owned == gc.owned && sl.takeBack == gc.takeBack {
-		return sl, ri
+	key := slotsKey{gc.mw, o.members.gen, view.prev, gc.threshold, gc.inherited, gc.owned, gc.takeBack}
+	if sl.taken == key {
+		return sl
 	}
-	sl.mw, sl.gen, sl.prev, sl.threshold = gc.mw, o.members.gen, view.prev, gc.threshold
-	sl.inherited, sl.owned, sl.takeBack = gc.inherited, gc.owned, gc.takeBack
+	sl.taken = key
 	n := len(gc.mw.names)
 	if cap(sl.slots) < n {
 		sl.slots = make([]memberSlot, n)
@@ -307,7 +296,7 @@ func (o *Owner) slotsFor(view *windowView, gc *grantContext, r *originState) (sl
 	for i := range sl.slots {
 		o.slotOf(&sl.slots[i], gc, i, view.cur[i], view.prv[i])
 	}
-	return sl, ri
+	return sl
 }
 
 // refreshSlot takes origin s's slot again in the kept slots of its window
@@ -327,11 +316,11 @@ func (o *Owner) refreshSlot(w *ownerWindow, s *originState) {
 // the window before w.
 func (o *Owner) refreshIn(w, prev *ownerWindow, name string) {
 	v := w.view
-	if v == nil || v.slots.mw == nil || v.slots.gen != o.members.gen || v.slots.prev != prev {
+	if v == nil || v.slots.taken.mw == nil || v.slots.taken.gen != o.members.gen || v.slots.taken.prev != prev {
 		return // none kept, or taken under another membership
 	}
 	sl := &v.slots
-	i, ok := sl.mw.pos[name]
+	i, ok := sl.taken.mw.pos[name]
 	if !ok {
 		return
 	}
@@ -422,41 +411,40 @@ type slotSums struct {
 // taken from its states in w and prev as it goes. It lists every member's
 // needs by place in sc for fairShare (its needs over the next soon ns and
 // over the rest of the window), with r's (needSoon, needLeft) at r's
-// place, which it returns: ri with kept slots, else where it finds r (the
-// last place, len(gc.mw.names), if r is not a member). The lock must be
-// held.
-func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r *originState, ri int, needSoon, needLeft int64, sc *grantScratch) (slotSums, int) {
+// place, which it returns (the last place, len(gc.mw.names), if r is not a
+// member). The lock must be held.
+func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r *originState, needSoon, needLeft int64, sc *grantScratch) (slotSums, int) {
 	soonNeeds, leftNeeds := sc.needs[:0], sc.left[:0]
 	t := slotSums{needs: needLeft}
 	if needLeft > 0 {
 		t.needy++
 	}
 	vers, at := o.members.vers, gc.mw.at
+	ri := len(gc.mw.names)
 	var taken memberSlot
 	for i, m := range gc.mw.names {
-		var s *memberSlot
+		// The member's states: the view's with kept slots, else looked up.
+		var cur, ps *originState
 		if sl != nil {
-			if i == ri {
-				soonNeeds, leftNeeds = append(soonNeeds, 0), append(leftNeeds, 0)
-				continue
-			}
-			s = &sl.slots[i]
-			if vers[at[i]] != s.ver || gc.now >= s.flipAt {
-				v := w.view
-				o.slotOf(s, gc, i, v.cur[i], v.prv[i])
-			}
+			cur, ps = w.view.cur[i], w.view.prv[i]
 		} else {
-			cur := w.find(m)
-			if cur == r {
-				ri = i
-				soonNeeds, leftNeeds = append(soonNeeds, 0), append(leftNeeds, 0)
-				continue
-			}
-			var ps *originState
-			if prev != nil {
+			cur = w.find(m)
+			if prev != nil && cur != r {
 				ps = prev.find(m)
 			}
-			s = &taken
+		}
+		if cur == r {
+			ri = i
+			soonNeeds, leftNeeds = append(soonNeeds, 0), append(leftNeeds, 0)
+			continue
+		}
+		s := &taken
+		if sl != nil {
+			s = &sl.slots[i]
+			if vers[at[i]] != s.ver || gc.now >= s.flipAt {
+				o.slotOf(s, gc, i, cur, ps)
+			}
+		} else {
 			o.slotOf(s, gc, i, cur, ps)
 		}
 		e := s.cur + weighted(s.prev, gc.weight)

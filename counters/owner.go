@@ -567,7 +567,6 @@ func (o *Owner) touch(rs []Report) {
 func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contact, r *Report) Answer {
 	ser := r.Series
 	if ser == nil || ser.owner != o || ser.gone {
-		ser = nil
 		ser = o.lookup(r.Key, r.Key.SeriesHash())
 	}
 	var w *ownerWindow

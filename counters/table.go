@@ -559,9 +559,6 @@ func (e *Entry) idle(now int64) bool {
 	if e.expiresAt.Load() < now {
 		return true
 	}
-	if e.tenant == OverflowTenant {
-		return false // held beyond the bound already: evicting it would add one more
-	}
 	// The caller holds a shard's lock, and whoever holds an entry's lock
 	// may wait for a shard's (the sync, sizing its dictionary with Len):
 	// an entry in use right now is not idle, and waiting for it could
@@ -579,7 +576,7 @@ func (e *Entry) idleLocked(now int64) bool {
 		return true
 	}
 	if e.tenant == OverflowTenant {
-		return false
+		return false // held beyond the bound already: evicting it would add one more
 	}
 	if e.cur.Unreported() > 0 || (e.prev != nil && e.prev.Unreported() > 0) {
 		return false
