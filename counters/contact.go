@@ -17,6 +17,10 @@ type contact struct {
 	sent   [contactRing]int64
 	acked  int64  // send time of the newest answer it acknowledged
 	ackSeq uint64 // and its number
+	// coveredAck is the newest answer acknowledged by a batch that covers
+	// it (Acknowledge): the member's counts here include what it admitted
+	// under its caps before that answer reached it.
+	coveredAck uint64
 	// synced is when the member last sent a batch under the same
 	// membership view as this owner's (Unix ns).
 	synced int64
@@ -28,7 +32,7 @@ type contact struct {
 	gapFrom, gapAck int64
 	self            bool // the record of this owner itself, always in contact
 	// at is the member's place in ownerMembers.sorted, -1 if it is not
-	// there: Hello counts the record's changes in ownerMembers.vers[at].
+	// there: Acknowledge counts the record's changes in ownerMembers.vers[at].
 	at int
 }
 
@@ -37,25 +41,45 @@ type contact struct {
 // next batch, one sync interval later: a few slots are plenty.
 const contactRing = 16
 
-// Hello records that origin sent a batch at now, under the membership view
-// whose digest is view (ViewDigest), acknowledging the answer numbered ack
-// (0: none yet). It returns the number of the answer to this batch, to be
-// sent back with it. Numbers start from the time this owner first saw the
-// member, so that an acknowledgement meant for another run of this owner
-// never matches. Call it once per batch, before its reports.
-func (o *Owner) Hello(now time.Time, origin string, ack, view uint64) uint64 {
+// Hello records that origin sent a batch at now and returns the number of
+// the answer to it, to be sent back with it. Numbers start from the time
+// this owner first saw the member, so that an acknowledgement meant for
+// another run of this owner never matches. Call it once per batch, before
+// its reports, and Acknowledge once they are counted.
+func (o *Owner) Hello(now time.Time, origin string) uint64 {
 	nowNs := now.UnixNano()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	c := o.contacts[origin]
-	if c == nil {
-		c = o.newContact(nowNs, origin)
-		o.contacts[origin] = c
-		if i, ok := o.members.index[origin]; ok {
-			o.members.contact[i], c.at = c, i
-		}
-	}
-	if ack != 0 && ack <= c.seq && c.seq-ack < contactRing && ack > c.ackSeq {
+	c := o.contact(nowNs, origin)
+	c.seq++
+	c.sent[c.seq%contactRing] = nowNs
+	return c.seq
+}
+
+// Acknowledge records what a batch origin sent at now says of its link to
+// this owner: that the member got the answer numbered ack (0: none yet),
+// and whether the batch covers it. A batch covers an answer when, with the
+// batches before it, it reports every window whose cap that answer or an
+// earlier one lowered below what the member had admitted there when it
+// arrived: then the counts here include what the member admitted under its
+// old caps, and its grants up to that answer are what it holds (see
+// received). A batch built under the membership view whose digest is view
+// (ViewDigest), if it is this owner's, reports every window the member
+// holds a cap in, which covers its acknowledgement too.
+//
+// Call it after the batch's reports are counted, never before: while a
+// large batch is counted a chunk at a time, other members' batches come in
+// between, and the member's windows not counted yet would be taken at
+// their new caps with their older, lower counts; the others would be given
+// what the member had already admitted (three processes at a million
+// tenants admitted up to 110 of a limit of 100 that way).
+func (o *Owner) Acknowledge(now time.Time, origin string, ack, view uint64, covers bool) {
+	nowNs := now.UnixNano()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c := o.contact(nowNs, origin)
+	valid := ack != 0 && ack <= c.seq && c.seq-ack < contactRing
+	if valid && ack > c.ackSeq {
 		prev, sent := max(c.since, c.acked), c.sent[ack%contactRing]
 		if sent-prev >= int64(o.cfg.Contact) {
 			c.gapFrom, c.gapAck = prev, sent
@@ -64,13 +88,28 @@ func (o *Owner) Hello(now time.Time, origin string, ack, view uint64) uint64 {
 	}
 	if view == o.view {
 		c.synced = nowNs
+		covers = true
+	}
+	if covers && valid && (c.coveredAck == 0 || seqAtLeast(ack, c.coveredAck)) {
+		c.coveredAck = ack
 	}
 	if c.at >= 0 {
 		o.members.vers[c.at]++
 	}
-	c.seq++
-	c.sent[c.seq%contactRing] = nowNs
-	return c.seq
+}
+
+// contact returns origin's contact record, made if need be. The lock must
+// be held.
+func (o *Owner) contact(nowNs int64, origin string) *contact {
+	c := o.contacts[origin]
+	if c == nil {
+		c = o.newContact(nowNs, origin)
+		o.contacts[origin] = c
+		if i, ok := o.members.index[origin]; ok {
+			o.members.contact[i], c.at = c, i
+		}
+	}
+	return c
 }
 
 // ViewDigest is the digest of a membership view: the names of the alive

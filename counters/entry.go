@@ -159,9 +159,9 @@ type Entry struct {
 	alg   Algorithm
 	dead  bool // removed from the table; a Take that sees it retries
 	quiet bool // moved into cur by the sync (AdvanceCarried), life not yet extended
-	// asking says the entry is in the table's asking list (a decision was
-	// pending).
-	asking bool
+	// asking says whether the entry is in the table's asking list, and
+	// why.
+	asking askState
 
 	// prev is the previous window's slot, allocated the first time the
 	// entry moves on from a window that held anything to the one right

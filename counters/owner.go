@@ -37,6 +37,11 @@ type Report struct {
 	// the owner of its view may be granting too; the origin keeps what it
 	// holds until the views agree. Set by the receiver, never sent.
 	Stray bool
+	// Ack is the newest answer of this owner the origin had applied when it
+	// made the report (its batch's acknowledgement, see Acknowledge), 0 if
+	// none: Own counts what it admitted under the caps of that answer and
+	// the ones before.
+	Ack uint64
 	// KnownGlobal and KnownAcked are the last global total the origin
 	// learnt for the window and the part of its own count that total
 	// included; KnownFrom and KnownFromIncarnation the owner (and its run)
@@ -355,6 +360,7 @@ type originState struct {
 	held        int64  // cap the origin reported holding
 	given       int64  // cap the owner last granted
 	givenSeq    uint64 // the number of the answer that carried it (Hello)
+	reportAck   uint64 // the Ack of the origin's last report of the window
 	firstSeq    uint64 // and of the first answer with a grant in this window
 	// foreignCap is the smallest cap granted by another owner that the
 	// origin reported holding in this window (hasForeign says there was
@@ -386,9 +392,10 @@ func (o *originState) part() int64 { return max(o.snapOwn, o.lost) }
 func (o *originState) rate() float64 { return max(o.mean, o.peak) }
 
 // capNow is the most the origin may admit before it hears from this owner
-// again: the cap it holds. Until it acknowledges the answer that carried
-// the last grant, that is the larger of the grant and the cap it last
-// reported holding; once it has, the grant. c is the origin's contact
+// again: the cap it holds. Until the owner knows what it admitted before
+// the answer that carried the last grant reached it (received), that is
+// the larger of the grant and the cap it last reported holding; then, the
+// grant. c is the origin's contact
 // record (o.contacts[s.name]). The lock must be held.
 func (o *Owner) capNow(s *originState, c *contact) int64 {
 	if o.received(s, c) {
@@ -410,11 +417,23 @@ func (o *Owner) carries(s *originState, c *contact) bool {
 	return s.carry || s.heldCarry
 }
 
-// received reports whether the origin acknowledged the answer that carried
-// its last grant. The lock must be held.
+// received reports whether the owner knows what the origin admitted
+// before the answer that carried its last grant reached it: the origin
+// reported the window after it had that answer (Report.Ack), or sent a
+// batch that covers the answer (Acknowledge). That the origin acknowledged
+// the answer is not enough: a batch that carries only some windows (the
+// ones with requests waiting, or one cut at MaxBatch) acknowledges answers
+// for the others too, whose counts may have grown under their previous,
+// higher caps since their last reports. The lock must be held.
 func (o *Owner) received(s *originState, c *contact) bool {
-	return o.ackedSince(s, c, s.givenSeq)
+	if !s.hasGiven || s.self {
+		return s.hasGiven
+	}
+	return seqAtLeast(s.reportAck, s.givenSeq) || (c != nil && seqAtLeast(c.coveredAck, s.givenSeq))
 }
+
+// seqAtLeast reports whether answer number a is seq or a later one.
+func seqAtLeast(a, seq uint64) bool { return a >= seq && a-seq < 1<<62 }
 
 // holdsGrant reports whether the origin acknowledged an answer of this
 // owner that granted it a cap in the window: from then on it admits within
@@ -430,7 +449,7 @@ func (o *Owner) ackedSince(s *originState, c *contact, seq uint64) bool {
 	if !s.hasGiven || s.self {
 		return s.hasGiven
 	}
-	return c != nil && c.ackSeq >= seq && c.ackSeq-seq < 1<<62
+	return c != nil && seqAtLeast(c.ackSeq, seq)
 }
 
 // NewOwner returns an empty owner.
@@ -663,6 +682,11 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 		st.peak = max(decay*peak, burst)
 		st.lastSeen = nowNs
 		st.held, st.heldGrant, st.heldCarry = r.Cap, r.HasGrant, r.HasGrant && r.Carry
+		// An answer of this run of the owner, sent recently (as
+		// Acknowledge takes them).
+		if r.Ack != 0 && c != nil && r.Ack <= c.seq && c.seq-r.Ack < contactRing && (st.reportAck == 0 || seqAtLeast(r.Ack, st.reportAck)) {
+			st.reportAck = r.Ack
+		}
 		if r.HasGrant && o.foreign(r.CapFrom, r.CapFromIncarnation) && (!st.hasForeign || r.Cap < st.foreignCap) {
 			if st.hasForeign {
 				w.foreignCaps -= st.foreignCap

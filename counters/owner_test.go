@@ -54,9 +54,11 @@ type member struct {
 // sync is one batch of m to o at t: a hello, then one report of window k
 // with the given demand, and the answer applied as the member would.
 func (m *member) sync(o *Owner, t time.Time, k Key, threshold, demand int64) Answer {
-	m.ack = o.Hello(t, m.name, m.ack, o.view)
+	seq := o.Hello(t, m.name)
 	a := o.Report(t, m.name, 1, &Report{Key: k, Threshold: threshold, Own: m.own, Demand: demand,
 		Cap: m.cap, HasGrant: m.has, Carry: m.carry, CapFrom: m.from})
+	o.Acknowledge(t, m.name, m.ack, o.view, true)
+	m.ack = seq
 	if a.HasGrant {
 		m.cap, m.has, m.carry, m.from = a.Grant, true, a.Carry, "o"
 	}
@@ -64,7 +66,11 @@ func (m *member) sync(o *Owner, t time.Time, k Key, threshold, demand int64) Ans
 }
 
 // hello is an empty batch (a heartbeat): it keeps m in contact.
-func (m *member) hello(o *Owner, t time.Time) { m.ack = o.Hello(t, m.name, m.ack, o.view) }
+func (m *member) hello(o *Owner, t time.Time) {
+	seq := o.Hello(t, m.name)
+	o.Acknowledge(t, m.name, m.ack, o.view, true)
+	m.ack = seq
+}
 
 // beat sends a heartbeat of every member every 200 ms in [from, to).
 func beat(o *Owner, from, to time.Duration, ms ...*member) {
@@ -244,7 +250,8 @@ func TestOwnerOneWayCut(t *testing.T) {
 	c.hello(o, at(100*time.Millisecond))
 	stale := c.ack
 	for ts := 200 * time.Millisecond; ts <= 2*time.Second; ts += 200 * time.Millisecond {
-		o.Hello(at(ts), "c", stale, o.view) // arrives; the answer is lost
+		o.Hello(at(ts), "c") // arrives; the answer is lost
+		o.Acknowledge(at(ts), "c", stale, o.view, true)
 		a.hello(o, at(ts))
 	}
 	if o.InContact(at(2*time.Second), "c") {
@@ -560,5 +567,61 @@ func TestOwnerSparseMembersHoldWhatTheyUse(t *testing.T) {
 	}
 	if busy := ms["busy"]; busy.cap < limit-counted-(need+need/2) {
 		t.Errorf("the busy member's cap is %d, want all but the sparse members' %d counts and about their need %d", busy.cap, counted, need)
+	}
+}
+
+// TestOwnerLoweredCapHeldUntilReported: a member whose cap is lowered may
+// spend up to the old one before the answer reaches it. Until the owner
+// has the member's count from after that answer (a report of the window
+// made after it, or a complete batch, which reports every window the
+// member holds a cap in), it keeps the old cap reserved. An
+// acknowledgement says nothing of that count when its batch leaves the
+// window out (a batch asked for by other windows' requests, or one cut at
+// MaxBatch), nor before the batch's own reports are counted: taken as
+// enough, both let three processes at a million tenants admit up to 110
+// of a limit of 100 (TestMillionTenants).
+func TestOwnerLoweredCapHeldUntilReported(t *testing.T) {
+	for _, interleaved := range []bool{false, true} {
+		o := NewOwner(OwnerConfig{Lease: true, Self: "o", Contact: time.Hour})
+		o.SetMembers(base, []string{"a", "b"}, nil)
+		k := ownerKey()
+		a, b := &member{name: "a"}, &member{name: "b"}
+		beat(o, 100*time.Millisecond, time.Second, a, b)
+		ts := time.Second
+		for ; ts < 2*time.Second; ts += 200 * time.Millisecond { // a alone has demand
+			a.own += 5
+			a.sync(o, at(ts), k, 100, 5)
+			b.hello(o, at(ts))
+		}
+		old := a.cap
+		b.sync(o, at(ts), k, 100, 20)
+		ans := a.sync(o, at(ts), k, 100, 5)
+		if ans.Grant >= old || ans.Grant <= a.own {
+			t.Fatalf("setup: a's cap %d, then %d once b has demand (a admitted %d); want it lowered", old, ans.Grant, a.own)
+		}
+		a.own = (old + ans.Grant + 1) / 2 // spent beyond the new cap before it arrived
+		ts += 200 * time.Millisecond
+		seq := o.Hello(at(ts), "a")
+		if !interleaved {
+			// A batch without the window, acknowledging the lower cap.
+			o.Acknowledge(at(ts), "a", a.ack, 0, false)
+			a.ack = seq
+		}
+		if ansB := b.sync(o, at(ts), k, 100, 50); old+ansB.Grant > 100 {
+			t.Errorf("interleaved %v: b granted %d while a may have admitted its old cap %d: %d of 100", interleaved, ansB.Grant, old, old+ansB.Grant)
+		}
+		if interleaved {
+			// a's batch, with the window, counted after b's.
+			o.Report(at(ts), "a", 1, &Report{Key: k, Threshold: 100, Own: a.own, Cap: a.cap, HasGrant: true, CapFrom: "o", Ack: a.ack})
+			o.Acknowledge(at(ts), "a", a.ack, o.view, true)
+			a.ack = seq
+		} else {
+			a.sync(o, at(ts), k, 100, 0)
+		}
+		ts += 200 * time.Millisecond
+		a.hello(o, at(ts))
+		if ansB := b.sync(o, at(ts), k, 100, 50); a.own+ansB.Grant > 100 || ansB.Grant <= b.own {
+			t.Errorf("interleaved %v: once a reported %d, b granted %d: want room for b within 100", interleaved, a.own, ansB.Grant)
+		}
 	}
 }

@@ -86,7 +86,7 @@ type Table struct {
 	minority atomic.Pointer[minority] // see SetMinority; nil: none
 
 	askMu      sync.Mutex
-	asking     []*Entry                            // series with a pending decision since the last TakeAsking
+	asking     []*Entry                            // series with a pending decision, or riding, since the last TakeAsking
 	peers      peers                               // member runs named in slots (PeerID)
 	scopeMu    sync.Mutex                          // serialises additions to scopes
 	scopes     atomic.Pointer[map[scopeKey]*scope] // interned tiers (scopeOf); replaced, never changed
@@ -212,33 +212,62 @@ func (t *Table) contactWith(hash uint64, windowStart int64) (carry, fallback boo
 	return (*f)(hash, windowStart)
 }
 
+// askState says whether an entry is in the table's asking list, and why.
+type askState uint8
+
+const (
+	askNone    askState = iota
+	askPending          // a decision was pending
+	askRiding           // MarkRiding
+)
+
 // markAsking records that a locked entry has a pending decision, once until
 // the next TakeAsking.
 func (t *Table) markAsking(e *Entry) {
-	if e.asking {
+	switch e.asking {
+	case askPending:
+		return
+	case askNone:
+		t.askMu.Lock()
+		t.asking = append(t.asking, e)
+		t.askMu.Unlock()
+	}
+	e.asking = askPending
+}
+
+// MarkRiding records that a locked entry's windows are to go with the next
+// sync asked for at once if it calls on their owner anyway (TakeAsking's
+// riders), once until then.
+func (t *Table) MarkRiding(e *Entry) {
+	if e.asking != askNone {
 		return
 	}
-	e.asking = true
+	e.asking = askRiding
 	t.askMu.Lock()
 	t.asking = append(t.asking, e)
 	t.askMu.Unlock()
 }
 
 // TakeAsking returns the series that had a pending decision since the last
-// call (a request waiting for the owner's answer), and forgets them: a sync
-// asked for at once reports only these, which costs what they are, not
-// what the table holds.
-func (t *Table) TakeAsking() []*Entry {
+// call (a request waiting for the owner's answer), and those marked to ride
+// along (MarkRiding), and forgets them: a sync asked for at once reports
+// these, which costs what they are, not what the table holds.
+func (t *Table) TakeAsking() (pending, riders []*Entry) {
 	t.askMu.Lock()
 	list := t.asking
 	t.asking = nil
 	t.askMu.Unlock()
-	for _, e := range list {
+	n := 0 // the pending ones go first, in place
+	for i, e := range list {
 		e.mu.Lock()
-		e.asking = false
+		if e.asking == askPending {
+			list[n], list[i] = e, list[n]
+			n++
+		}
+		e.asking = askNone
 		e.mu.Unlock()
 	}
-	return list
+	return list[:n], list[n:]
 }
 
 // AdvanceCarried moves a series into the window holding now if its current

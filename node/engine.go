@@ -163,7 +163,13 @@ type Engine struct {
 type link struct {
 	lastAnswer atomic.Int64 // Unix ns; when first seen until the first answer
 	ack        atomic.Uint64
-	packed     atomic.Bool // its last answer said it decodes the packed form
+	// uncovered says a window whose cap the owner lowered below what it
+	// had admitted may have missed its report since (a batch to the owner
+	// failed, or a sync asked for at once had none to it): batches other
+	// than full rounds do not cover their acknowledgement
+	// (SyncRequest.ack_covers) until a full round is built.
+	uncovered atomic.Bool
+	packed    atomic.Bool // its last answer said it decodes the packed form
 }
 
 // NewEngine returns an engine that knows only itself.
@@ -416,9 +422,10 @@ func (e *Engine) Handle(now time.Time, req *peerpb.SyncRequest) (*peerpb.SyncRes
 		return resp, nil
 	}
 	resp := &peerpb.SyncResponse{Totals: make([]*peerpb.Total, len(req.Reports)), Incarnation: e.cfg.Incarnation, PackedOk: true}
-	resp.Seq = e.owner.Hello(now, req.Origin, req.Ack, req.View)
+	resp.Seq = e.owner.Hello(now, req.Origin)
 	for i, w := range req.Reports {
 		r := fromWire(w)
+		r.Ack = req.Ack
 		if e.cfg.Central == "" {
 			owner, _ := e.ring.Owner(r.Key.SeriesHash())
 			r.Stray = owner != e.cfg.Name
@@ -426,6 +433,7 @@ func (e *Engine) Handle(now time.Time, req *peerpb.SyncRequest) (*peerpb.SyncRes
 		a := e.owner.Report(now, req.Origin, req.Incarnation, &r)
 		resp.Totals[i] = &peerpb.Total{Global: a.Global, Grant: a.Grant, HasGrant: a.HasGrant, Carry: a.Carry, Spare: a.Spare}
 	}
+	e.owner.Acknowledge(now, req.Origin, req.Ack, req.View, req.AckCovers) // after the reports: see counters.Owner.Acknowledge
 	if req.Leaving && req.Origin != e.cfg.Name {
 		e.depart(now, req.Origin)
 	}

@@ -20,6 +20,10 @@ type Batch struct {
 	Req   *peerpb.SyncRequest
 	refs  []ref
 	enc   *encoder // the packed form (nil for a store, or no reports)
+	// partial says windows to report were left out (MaxBatch, or the
+	// request's definitions were full): the batch claims no view, and so
+	// not that it carries every window this member holds a cap in.
+	partial bool
 }
 
 // Resyncs returns how many batches owners refused for want of dictionary
@@ -55,16 +59,20 @@ func (e *Engine) Prepare(now time.Time) []*Batch {
 // PrepareAsking builds a sync asked for at once by pending decisions: like
 // Prepare, but only with the series that had a pending decision since the
 // last call (counters.Table.TakeAsking), and with no heartbeat batches. Its
-// cost is what those series are, whatever the table holds.
+// cost is what those series are, whatever the table holds. The series whose
+// caps were lowered while they admitted under the old ones (apply) go too,
+// in the batches to their owners that the others make, and in no other:
+// such a batch acknowledges the answer that lowered them, and the owner
+// holds their old caps back until they report after it.
 func (e *Engine) PrepareAsking(now time.Time) []*Batch {
-	asking := e.table.TakeAsking()
+	asking, riders := e.table.TakeAsking()
 	return e.prepare(now, e.ring.Owner, e.ring.Version(), false, false, func(fn func(*counters.Entry) bool) {
 		for _, en := range asking {
 			if !fn(en) {
 				return
 			}
 		}
-	})
+	}, riders...)
 }
 
 // Handoff builds the batches a member sends as it leaves gracefully: every
@@ -107,11 +115,11 @@ func (e *Engine) Handoff(now time.Time) []*Batch {
 
 // prepare builds one batch per owner (as ownerOf says) of the windows of
 // the series each yields to report: the changed ones, or every one with
-// counts when all is set. A full round (full set) also sends every other
+// counts when all is set; then those of riders whose owners have a batch. A full round (full set) also sends every other
 // member a batch and says under which membership view it was built; a
 // partial one (the series asking for budget) does neither, since it does
 // not carry every window this member holds a lease in.
-func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epoch uint64, all, full bool, each func(func(*counters.Entry) bool)) []*Batch {
+func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epoch uint64, all, full bool, each func(func(*counters.Entry) bool), riders ...*counters.Entry) []*Batch {
 	r := &round{e: e, now: now, nowNs: now.UnixNano(), epoch: epoch, all: all, full: full, links: *e.links.Load()}
 	r.members, r.index = e.table.Share()
 	// Batches are sized for an even spread of the keys over the owners,
@@ -156,13 +164,19 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 			r.mergeLocal()
 		}
 	}
-	each(func(en *counters.Entry) bool {
+	add := func(en *counters.Entry) bool {
 		chunk[n] = en
 		if n++; n == len(chunk) {
 			flush()
 		}
 		return true
-	})
+	}
+	each(add)
+	flush()
+	r.rideOnly = true
+	for _, en := range riders {
+		add(en)
+	}
 	flush()
 	if r.local != nil {
 		r.mergeLocal()
@@ -174,7 +188,11 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 	if e.cfg.Central == "" && e.cfg.Policy == PolicyLease && full {
 		for _, m := range e.Members() {
 			if m != e.cfg.Name && r.batch(m) == nil {
-				r.add(&Batch{Owner: m, Req: &peerpb.SyncRequest{Origin: e.cfg.Name, Incarnation: e.cfg.Incarnation}})
+				b := &Batch{Owner: m, Req: &peerpb.SyncRequest{Origin: e.cfg.Name, Incarnation: e.cfg.Incarnation}}
+				if l := r.links[m]; l != nil {
+					b.Req.Ack = l.ack.Load()
+				}
+				r.add(b)
 			}
 		}
 	}
@@ -187,9 +205,19 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 		if b.enc != nil {
 			b.enc.finish(b.Req)
 		}
-		b.Req.View = view
-		if l := r.links[b.Owner]; l != nil {
-			b.Req.Ack = l.ack.Load()
+		l := r.links[b.Owner]
+		switch {
+		case full && !b.partial:
+			// Every window this member holds a cap in: it covers its
+			// acknowledgement whatever came before.
+			b.Req.View, b.Req.AckCovers = view, true
+			if l != nil {
+				l.uncovered.Store(false)
+			}
+		case !full && l != nil:
+			// The windows whose caps were lowered below their counts went
+			// with it (riders), unless some missed a batch before.
+			b.Req.AckCovers = !l.uncovered.Load()
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Owner < out[j].Owner })
@@ -203,7 +231,8 @@ type round struct {
 	nowNs          int64
 	epoch          uint64
 	all, full      bool
-	members, index int // the static share's (counters.Table.Share)
+	rideOnly       bool // series go only in batches already begun (prepare's riders)
+	members, index int  // the static share's (counters.Table.Share)
 	perOwner       int
 	links          map[string]*link
 	// batches are the round's, in the order they were begun; byOwner
@@ -275,6 +304,12 @@ func (r *round) series(en *counters.Entry, owner string) {
 	// call (mergeLocal); with a central store every window goes to the
 	// store, whatever this member's name.
 	local := r.local != nil && owner == e.cfg.Name
+	if r.rideOnly && (local || r.batch(owner) == nil) {
+		if l := r.links[owner]; !local && l != nil {
+			l.uncovered.Store(true)
+		}
+		return
+	}
 	var b *Batch // the owner's batch; nil while none is needed yet, or for the windows this member owns
 	for _, s := range [2]*counters.Slot{en.Previous(), en.Current()} {
 		if s == nil {
@@ -305,7 +340,7 @@ func (r *round) series(en *counters.Entry, owner string) {
 				}
 			}
 			if len(b.refs) >= e.cfg.MaxBatch {
-				r.leftOut(en)
+				r.leftOut(b, en)
 				continue // waits for the next interval
 			}
 		}
@@ -313,7 +348,7 @@ func (r *round) series(en *counters.Entry, owner string) {
 		if b != nil && b.enc != nil {
 			var ok bool
 			if wi, ok = b.enc.index(en); !ok {
-				r.leftOut(en)
+				r.leftOut(b, en)
 				continue // its definition waits for the next interval
 			}
 		}
@@ -352,6 +387,12 @@ func (r *round) ref(refs []ref, en *counters.Entry, s *counters.Slot) []ref {
 func (r *round) begin(owner string) *Batch {
 	e := r.e
 	b := &Batch{Owner: owner, Req: &peerpb.SyncRequest{Origin: e.cfg.Name, Incarnation: e.cfg.Incarnation}}
+	if l := r.links[owner]; l != nil {
+		// Read before any of the batch's windows: their reports count
+		// what was admitted under the grants of that answer and earlier
+		// ones (counters.Report.Ack).
+		b.Req.Ack = l.ack.Load()
+	}
 	b.refs = e.spare.refs.take(r.perOwner)
 	if e.cfg.Central == "" && r.links[owner] != nil && r.links[owner].packed.Load() {
 		b.enc = e.newEncoder(owner, r.nowNs, r.perOwner)
@@ -362,9 +403,10 @@ func (r *round) begin(owner string) *Batch {
 	return b
 }
 
-// leftOut notes that a full round left en out (a batch was full), for the
-// next one to start from.
-func (r *round) leftOut(en *counters.Entry) {
+// leftOut notes that a round left en out of b (b was full): b is not
+// complete, and a full round's next one starts from en.
+func (r *round) leftOut(b *Batch, en *counters.Entry) {
+	b.partial = true
 	if r.full {
 		r.e.resume.CompareAndSwap(0, en.Hash())
 	}
@@ -417,7 +459,7 @@ func (r *round) mergeLocal() {
 	e.owner.ReportAll(r.now, e.cfg.Name, e.cfg.Incarnation, l.reps, ans)
 	for k := range l.refs {
 		e.local.series[l.idx[k]] = l.reps[k].Series
-		apply(r.nowNs, &l.refs[k], &ans[k], r.self)
+		apply(nil, r.nowNs, &l.refs[k], &ans[k], r.self) // this member's own grants are known at once
 	}
 	clear(l.refs) // keeps no series alive
 	clear(l.reps)
@@ -504,15 +546,25 @@ func (e *Engine) Apply(now time.Time, b *Batch, resp *peerpb.SyncResponse) error
 	nowNs := now.UnixNano()
 	if l := (*e.links.Load())[b.Owner]; l != nil {
 		l.lastAnswer.Store(nowNs)
-		l.ack.Store(resp.Seq)
 		l.packed.Store(resp.PackedOk)
 	}
 	from := e.table.PeerID(b.Owner, resp.Incarnation)
 	for i := range b.refs {
 		t := resp.Totals[i]
-		apply(nowNs, &b.refs[i], &counters.Answer{Global: t.Global, Grant: t.Grant, HasGrant: t.HasGrant, Carry: t.Carry, Spare: t.Spare}, from)
+		apply(e.table, nowNs, &b.refs[i], &counters.Answer{Global: t.Global, Grant: t.Grant, HasGrant: t.HasGrant, Carry: t.Carry, Spare: t.Spare}, from)
 	}
+	e.acknowledge(b.Owner, resp.Seq)
 	return nil
+}
+
+// acknowledge records that this member applied the answer numbered seq of
+// owner, grants and all: its next batches to owner acknowledge it, and
+// their reports count what was admitted under those grants. Never before
+// the grants are applied.
+func (e *Engine) acknowledge(owner string, seq uint64) {
+	if l := (*e.links.Load())[owner]; l != nil {
+		l.ack.Store(seq)
+	}
 }
 
 // touch loads every entry refs name (counters.Entry.Prefetch), with no
@@ -526,7 +578,7 @@ func touch(refs []ref) {
 	runtime.KeepAlive(x)
 }
 
-func apply(nowNs int64, r *ref, a *counters.Answer, from counters.PeerID) {
+func apply(t *counters.Table, nowNs int64, r *ref, a *counters.Answer, from counters.PeerID) {
 	r.e.Lock()
 	defer r.e.Unlock()
 	s := r.e.Slot(r.start)
@@ -545,6 +597,15 @@ func apply(nowNs int64, r *ref, a *counters.Answer, from counters.PeerID) {
 	s.Epoch = uint32(r.epoch)
 	s.From = from
 	if a.HasGrant {
+		if t != nil && s.Own > max(a.Grant, r.own) {
+			// A cap lowered below what the window admitted since its
+			// report: the owner holds the old cap back for this member
+			// until a report made after this answer says how much that
+			// is, so the window goes with the next sync that others'
+			// requests ask for (PrepareAsking), or that sync does not
+			// cover its acknowledgement.
+			t.MarkRiding(r.e)
+		}
 		s.Granted, s.HasGrant, s.Carry = a.Grant, true, a.Carry
 		s.SetGrantedAt(nowNs)
 		s.Fallback = false
@@ -556,6 +617,9 @@ func apply(nowNs int64, r *ref, a *counters.Answer, from counters.PeerID) {
 // Fail returns a batch's demand to its windows after a failed call; the
 // counts themselves are cumulative and go again in the next batch.
 func (e *Engine) Fail(now time.Time, b *Batch) {
+	if l := (*e.links.Load())[b.Owner]; l != nil {
+		l.uncovered.Store(true) // its riders' reports are lost
+	}
 	for i := range b.refs {
 		r := &b.refs[i]
 		r.e.Lock()

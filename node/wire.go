@@ -576,7 +576,7 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 	d.incarnation, d.session, d.keys = req.Incarnation, req.Session, keys
 
 	resp := &peerpb.SyncResponse{Incarnation: e.cfg.Incarnation, PackedOk: true}
-	resp.Seq = e.owner.Hello(now, req.Origin, req.Ack, req.View)
+	resp.Seq = e.owner.Hello(now, req.Origin)
 	out := make([]byte, 0, 16*int(req.PackedCount)+16) // an answer is about 14 bytes
 	r = reader{b: req.Packed}
 	prev = -1
@@ -603,7 +603,7 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 		rep.Key.Tenant, rep.Key.Endpoint, rep.Key.Method = k.tenant, k.endpoint, k.method
 		rep.Key.Period, rep.Key.WindowStart = k.period, w.start
 		rep.Threshold, rep.Algorithm = k.threshold, k.alg
-		rep.Own, rep.Demand = w.own, w.demand
+		rep.Own, rep.Demand, rep.Ack = w.own, w.demand, req.Ack
 		rep.Cap, rep.HasGrant, rep.Carry = w.cap, w.hasGrant, w.carry
 		rep.KnownGlobal, rep.KnownAcked = w.known, w.acked
 		rep.Series = k.series
@@ -623,6 +623,8 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 		}
 	}
 	flush()
+	// Only now: see counters.Owner.Acknowledge.
+	e.owner.Acknowledge(now, req.Origin, req.Ack, req.View, req.AckCovers)
 	resp.Packed = out
 	return resp, nil
 }
@@ -706,7 +708,6 @@ func (e *Engine) applyPacked(now time.Time, b *Batch, resp *peerpb.SyncResponse)
 	nowNs := now.UnixNano()
 	if l := (*e.links.Load())[b.Owner]; l != nil {
 		l.lastAnswer.Store(nowNs)
-		l.ack.Store(resp.Seq)
 	}
 	r = reader{b: resp.Packed}
 	from := e.table.PeerID(b.Owner, resp.Incarnation)
@@ -715,8 +716,9 @@ func (e *Engine) applyPacked(now time.Time, b *Batch, resp *peerpb.SyncResponse)
 			touch(b.refs[i:min(i+32, len(b.refs))])
 		}
 		readTotal(&r, b.refs[i].own, &a)
-		apply(nowNs, &b.refs[i], &a, from)
+		apply(e.table, nowNs, &b.refs[i], &a, from)
 	}
+	e.acknowledge(b.Owner, resp.Seq)
 	return nil
 }
 

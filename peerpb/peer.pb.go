@@ -96,6 +96,15 @@ type SyncRequest struct {
 	// change, a sender's first batch under the same view carries every
 	// window it holds a cap in for the receiver's keys.
 	View uint64 `protobuf:"varint,6,opt,name=view,proto3" json:"view,omitempty"`
+	// ack_covers says that the sender's counts, as the receiver has them
+	// once it counts this batch, cover what the sender admitted under its
+	// caps before the answer ack reached it: every window whose cap that
+	// answer (or an earlier one) lowered below what the window had admitted
+	// is reported in this batch or in one after that answer. A batch under
+	// the receiver's view (view) says so too. Without it, the owner takes a
+	// lowered cap as what the sender holds only once the window is reported
+	// after the answer (Report.ack).
+	AckCovers bool `protobuf:"varint,15,opt,name=ack_covers,json=ackCovers,proto3" json:"ack_covers,omitempty"`
 	// The packed form of the reports, which peers send (a store gets
 	// `reports`): every report is a few varints, and a series' identity
 	// crosses the wire once per session, as an entry of a dictionary the
@@ -194,6 +203,13 @@ func (x *SyncRequest) GetView() uint64 {
 		return x.View
 	}
 	return 0
+}
+
+func (x *SyncRequest) GetAckCovers() bool {
+	if x != nil {
+		return x.AckCovers
+	}
+	return false
 }
 
 func (x *SyncRequest) GetSession() uint32 {
@@ -643,14 +659,16 @@ var File_peer_proto protoreflect.FileDescriptor
 const file_peer_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"peer.proto\x12\fpeerlimit.v1\"\x95\x03\n" +
+	"peer.proto\x12\fpeerlimit.v1\"\xb4\x03\n" +
 	"\vSyncRequest\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\tR\x06origin\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12.\n" +
 	"\areports\x18\x03 \x03(\v2\x14.peerlimit.v1.ReportR\areports\x12\x18\n" +
 	"\aleaving\x18\x04 \x01(\bR\aleaving\x12\x10\n" +
 	"\x03ack\x18\x05 \x01(\x04R\x03ack\x12\x12\n" +
-	"\x04view\x18\x06 \x01(\x04R\x04view\x12\x18\n" +
+	"\x04view\x18\x06 \x01(\x04R\x04view\x12\x1d\n" +
+	"\n" +
+	"ack_covers\x18\x0f \x01(\bR\tackCovers\x12\x18\n" +
 	"\asession\x18\a \x01(\rR\asession\x12\x1b\n" +
 	"\tdict_base\x18\b \x01(\rR\bdictBase\x12\x12\n" +
 	"\x04dict\x18\t \x01(\fR\x04dict\x12\x13\n" +
