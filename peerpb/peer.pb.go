@@ -101,9 +101,9 @@ type SyncRequest struct {
 	// caps before the answer ack reached it: every window whose cap that
 	// answer (or an earlier one) lowered below what the window had admitted
 	// is reported in this batch or in one after that answer. A batch under
-	// the receiver's view (view) says so too. Without it, the owner takes a
-	// lowered cap as what the sender holds only once the window is reported
-	// after the answer (Report.ack).
+	// the receiver's view (view) says so too. Without either, the owner
+	// takes a lowered cap as what the sender holds only once the window is
+	// reported in a batch that acknowledges the answer.
 	AckCovers bool `protobuf:"varint,15,opt,name=ack_covers,json=ackCovers,proto3" json:"ack_covers,omitempty"`
 	// The packed form of the reports, which peers send (a store gets
 	// `reports`): every report is a few varints, and a series' identity
