@@ -424,12 +424,19 @@ func (o *Owner) carries(s *originState, c *contact) bool {
 // the answer is not enough: a batch that carries only some windows (the
 // ones with requests waiting, or one cut at MaxBatch) acknowledges answers
 // for the others too, whose counts may have grown under their previous,
-// higher caps since their last reports. The lock must be held.
+// higher caps since their last reports. This owner's own windows are no
+// different (their counts are read a little before their grants are
+// applied, and requests are decided in between), unless it merges them
+// without a Hello: then their grants are taken as applied at once. The
+// lock must be held.
 func (o *Owner) received(s *originState, c *contact) bool {
-	if !s.hasGiven || s.self {
-		return s.hasGiven
+	switch {
+	case !s.hasGiven:
+		return false
+	case c == nil:
+		return s.self
 	}
-	return seqAtLeast(s.reportAck, s.givenSeq) || (c != nil && seqAtLeast(c.coveredAck, s.givenSeq))
+	return seqAtLeast(s.reportAck, s.givenSeq) || seqAtLeast(c.coveredAck, s.givenSeq)
 }
 
 // seqAtLeast reports whether answer number a is seq or a later one.
@@ -556,6 +563,34 @@ func (o *Owner) ReportAll(now time.Time, origin string, incarnation uint64, rs [
 		}
 		o.mu.Unlock()
 		rs, out = rs[n:], out[n:]
+	}
+}
+
+// Recount raises an origin's counts in windows it reported (rs, as
+// ReportAll left them, with Own now the larger counts), with no grant:
+// what it admitted after it read the counts of the reports, until their
+// answers were applied, under the caps it held before. A member merging
+// its own windows (with a Hello, and Acknowledge once their grants are
+// applied) recounts those whose counts moved in between, so that its
+// acknowledgement covers them.
+func (o *Owner) Recount(now time.Time, origin string, incarnation uint64, rs []Report) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i := range rs {
+		r := &rs[i]
+		ser := r.Series
+		if ser == nil || ser.owner != o || ser.gone {
+			continue
+		}
+		w := ser.window(r.Key.WindowStart)
+		if w == nil {
+			continue
+		}
+		if st := w.find(origin); st != nil && st.incarnation == incarnation && r.Own > st.own {
+			w.counted += r.Own - st.own
+			st.own = r.Own
+			o.refreshSlot(w, st)
+		}
 	}
 }
 

@@ -625,3 +625,64 @@ func TestOwnerLoweredCapHeldUntilReported(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnerOwnWindowsHeldUntilMerged: the owner's own windows are merged
+// like another member's batch. Their counts are read a little before their
+// grants are applied, and requests decided in between spend the old caps:
+// until the merge is acknowledged (after Recount of the windows that
+// counted more meanwhile), a lowered cap of its own is held at the old one
+// for the others.
+func TestOwnerOwnWindowsHeldUntilMerged(t *testing.T) {
+	o := NewOwner(OwnerConfig{Lease: true, Self: "o", Contact: time.Hour})
+	o.SetMembers(base, []string{"o", "b"}, nil)
+	k := ownerKey()
+	b := &member{name: "b"}
+	var own, capv int64
+	has := false
+	merge := func(ts time.Duration, demand int64, between func(Answer) int64) Answer {
+		seq := o.Hello(at(ts), "o")
+		rs := []Report{{Key: k, Threshold: 100, Own: own, Demand: demand, Cap: capv, HasGrant: has, CapFrom: "o"}}
+		out := make([]Answer, 1)
+		o.ReportAll(at(ts), "o", 1, rs, out)
+		if between != nil {
+			if moved := between(out[0]); moved > own {
+				own, rs[0].Own = moved, moved
+				o.Recount(at(ts), "o", 1, rs)
+			}
+		}
+		capv, has = out[0].Grant, out[0].HasGrant
+		o.Acknowledge(at(ts), "o", seq, 0, true)
+		return out[0]
+	}
+	beat(o, 100*time.Millisecond, time.Second, b)
+	ts := time.Second
+	for ; ts < 2*time.Second; ts += 200 * time.Millisecond { // the owner alone has demand
+		own += 5
+		merge(ts, 5, nil)
+		b.hello(o, at(ts))
+	}
+	old := capv
+	b.sync(o, at(ts), k, 100, 20)
+	before := own
+	ans := merge(ts, 5, func(a Answer) int64 {
+		if a.Grant >= old || a.Grant <= own {
+			t.Fatalf("setup: the owner's own cap %d, then %d once b has demand (it admitted %d); want it lowered", old, a.Grant, own)
+		}
+		// Between the merge's reports and its grants: b asks, and the
+		// owner's own requests spend beyond the new cap, within the old.
+		if ansB := b.sync(o, at(ts), k, 100, 50); old+ansB.Grant > 100 {
+			t.Errorf("b granted %d while the owner's own windows may spend their old cap %d: %d of 100", ansB.Grant, old, old+ansB.Grant)
+		}
+		return (old + a.Grant + 1) / 2
+	})
+	if own <= ans.Grant || own <= before {
+		t.Fatalf("setup: the owner's count %d (from %d), its new cap %d: want it beyond", own, before, ans.Grant)
+	}
+	ts += 200 * time.Millisecond
+	merge(ts, 0, nil)
+	ts += 200 * time.Millisecond
+	b.hello(o, at(ts))
+	if ansB := b.sync(o, at(ts), k, 100, 50); own+ansB.Grant > 100 || ansB.Grant <= b.own {
+		t.Errorf("once the owner's own count of %d is merged: b granted %d; want room for b within 100", own, ansB.Grant)
+	}
+}

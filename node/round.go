@@ -446,7 +446,12 @@ func report(rep *counters.Report, tb *counters.Table, en *counters.Entry, s *cou
 }
 
 // mergeLocal merges the windows this member owns that the round gathered
-// (Owner.ReportAll) and applies the answers.
+// (Owner.ReportAll) and applies the answers. Their counts were read a
+// little before, and requests decided since, under the caps held before:
+// like any other member's batch, the merge is numbered (Owner.Hello) and
+// acknowledged once the grants are applied (Owner.Acknowledge), after the
+// windows whose counts moved meanwhile are recounted (Owner.Recount), so
+// that until then the owner holds their old caps for this member.
 func (r *round) mergeLocal() {
 	e, l := r.e, r.local
 	if len(l.refs) == 0 {
@@ -456,11 +461,21 @@ func (r *round) mergeLocal() {
 		l.ans = make([]counters.Answer, len(l.reps), cap(l.reps))
 	}
 	ans := l.ans[:len(l.reps)]
+	seq := e.owner.Hello(r.now, e.cfg.Name)
 	e.owner.ReportAll(r.now, e.cfg.Name, e.cfg.Incarnation, l.reps, ans)
+	moved := 0 // the reports whose windows counted more since: first in l.reps
 	for k := range l.refs {
 		e.local.series[l.idx[k]] = l.reps[k].Series
-		apply(nil, r.nowNs, &l.refs[k], &ans[k], r.self) // this member's own grants are known at once
+		if own := apply(nil, r.nowNs, &l.refs[k], &ans[k], r.self); own > l.refs[k].own {
+			l.reps[moved], l.reps[k] = l.reps[k], l.reps[moved]
+			l.reps[moved].Own = own
+			moved++
+		}
 	}
+	if moved > 0 {
+		e.owner.Recount(r.now, e.cfg.Name, e.cfg.Incarnation, l.reps[:moved])
+	}
+	e.owner.Acknowledge(r.now, e.cfg.Name, seq, 0, true)
 	clear(l.refs) // keeps no series alive
 	clear(l.reps)
 	l.refs, l.reps, l.idx = l.refs[:0], l.reps[:0], l.idx[:0]
@@ -578,12 +593,16 @@ func touch(refs []ref) {
 	runtime.KeepAlive(x)
 }
 
-func apply(t *counters.Table, nowNs int64, r *ref, a *counters.Answer, from counters.PeerID) {
+// apply records an owner's answer to the report r in its window, and
+// returns the window's count then (0 if the window is gone). With t, a
+// window whose cap the answer lowered below that count rides along with
+// the next sync asked for at once (Table.MarkRiding).
+func apply(t *counters.Table, nowNs int64, r *ref, a *counters.Answer, from counters.PeerID) (own int64) {
 	r.e.Lock()
 	defer r.e.Unlock()
 	s := r.e.Slot(r.start)
 	if s == nil {
-		return // the window rolled away meanwhile
+		return 0 // the window rolled away meanwhile
 	}
 	if r.own > s.Acked {
 		s.Acked = r.own
@@ -612,6 +631,7 @@ func apply(t *counters.Table, nowNs int64, r *ref, a *counters.Answer, from coun
 		s.GrantFrom = from
 	}
 	s.Spare, s.Informed = a.Spare, r.demand > 0
+	return s.Own
 }
 
 // Fail returns a batch's demand to its windows after a failed call; the

@@ -3,7 +3,9 @@ package demo
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -27,8 +29,12 @@ type NodeAddrs struct {
 type Plan []NodeAddrs
 
 // NewPlan picks free loopback ports for n nodes named n1..nN. The ports are
-// free when picked; a process that grabs one before the node binds it makes
-// that node fail to start (with an error naming the port).
+// free when picked, and taken below the range the OS picks from for
+// outgoing connections and listeners on port 0 (ephemeralPorts), so that
+// other processes' connections cannot take one before its node binds it
+// (one did, in a CI run: a node failed with "address already in use").
+// A process that binds one explicitly in between still makes that node
+// fail to start, with an error naming the port.
 func NewPlan(n int) (Plan, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("demo: NewPlan: need at least one node, got %d", n)
@@ -39,20 +45,36 @@ func NewPlan(n int) (Plan, error) {
 			release()
 		}
 	}()
+	lo, hi := planPorts()
+	// candidates yields ports to try: random ones in [lo, hi), then 0
+	// (the OS picks) once those keep failing.
+	candidates := func(yield func(string) bool) {
+		for range 200 {
+			if !yield("127.0.0.1:" + strconv.Itoa(lo+rand.IntN(hi-lo))) {
+				return
+			}
+		}
+		for range 50 {
+			if !yield("127.0.0.1:0") {
+				return
+			}
+		}
+	}
 	// Hold every port until all are picked, so none is picked twice.
 	tcp := func() (string, error) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", err
+		for addr := range candidates {
+			if l, err := net.Listen("tcp", addr); err == nil {
+				held = append(held, func() { l.Close() })
+				return l.Addr().String(), nil
+			}
 		}
-		held = append(held, func() { l.Close() })
-		return l.Addr().String(), nil
+		return "", errors.New("no TCP port free")
 	}
 	gossip := func() (string, error) { // TCP and UDP on the same port
-		for range 50 {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
+		for addr := range candidates {
+			l, err := net.Listen("tcp", addr)
 			if err != nil {
-				return "", err
+				continue
 			}
 			u, err := net.ListenPacket("udp", l.Addr().String())
 			if err != nil {
@@ -78,6 +100,23 @@ func NewPlan(n int) (Plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// planPorts returns the range NewPlan picks ports from: from 10,000 up to
+// the OS's ephemeral range (Linux's net.ipv4.ip_local_port_range, 32,768
+// to 60,999 by default), or, if that leaves too few, 10,000 to 30,000.
+func planPorts() (lo, hi int) {
+	lo, hi = 10_000, 30_000
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return lo, hi
+	}
+	if f := strings.Fields(string(b)); len(f) == 2 {
+		if first, err := strconv.Atoi(f[0]); err == nil && first-lo >= 5_000 {
+			hi = first
+		}
+	}
+	return lo, hi
 }
 
 // Names returns the node names in plan order.
