@@ -426,9 +426,9 @@ func (o *Owner) carries(s *originState, c *contact) bool {
 // for the others too, whose counts may have grown under their previous,
 // higher caps since their last reports. This owner's own windows are no
 // different (their counts are read a little before their grants are
-// applied, and requests are decided in between), unless it merges them
-// without a Hello: then their grants are taken as applied at once. The
-// lock must be held.
+// applied, and requests are decided in between: see Merged), unless it
+// merges them without a Hello: then their grants are taken as applied at
+// once. The lock must be held.
 func (o *Owner) received(s *originState, c *contact) bool {
 	switch {
 	case !s.hasGiven:
@@ -566,14 +566,14 @@ func (o *Owner) ReportAll(now time.Time, origin string, incarnation uint64, rs [
 	}
 }
 
-// Recount raises an origin's counts in windows it reported (rs, as
-// ReportAll left them, with Own now the larger counts), with no grant:
-// what it admitted after it read the counts of the reports, until their
-// answers were applied, under the caps it held before. A member merging
-// its own windows (with a Hello, and Acknowledge once their grants are
-// applied) recounts those whose counts moved in between, so that its
-// acknowledgement covers them.
-func (o *Owner) Recount(now time.Time, origin string, incarnation uint64, rs []Report) {
+// Merged records that a member merging its own windows (this owner's,
+// with no call) applied the grants of the merge Hello numbered seq: rs are
+// the merge's reports as ReportAll left them, with Own raised to what each
+// window had admitted by the time its grant was applied. Their counts
+// were read a little before, and requests were decided in between under
+// the caps held before: until Merged, the owner holds those caps for the
+// member (see received), and with it, it has the counts they reached.
+func (o *Owner) Merged(now time.Time, origin string, incarnation, seq uint64, rs []Report) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for i := range rs {
@@ -586,11 +586,18 @@ func (o *Owner) Recount(now time.Time, origin string, incarnation uint64, rs []R
 		if w == nil {
 			continue
 		}
-		if st := w.find(origin); st != nil && st.incarnation == incarnation && r.Own > st.own {
+		st := w.find(origin)
+		if st == nil || st.incarnation != incarnation {
+			continue
+		}
+		if r.Own > st.own {
 			w.counted += r.Own - st.own
 			st.own = r.Own
-			o.refreshSlot(w, st)
 		}
+		if st.reportAck == 0 || seqAtLeast(seq, st.reportAck) {
+			st.reportAck = seq
+		}
+		o.refreshSlot(w, st)
 	}
 }
 

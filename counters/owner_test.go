@@ -629,9 +629,8 @@ func TestOwnerLoweredCapHeldUntilReported(t *testing.T) {
 // TestOwnerOwnWindowsHeldUntilMerged: the owner's own windows are merged
 // like another member's batch. Their counts are read a little before their
 // grants are applied, and requests decided in between spend the old caps:
-// until the merge is acknowledged (after Recount of the windows that
-// counted more meanwhile), a lowered cap of its own is held at the old one
-// for the others.
+// until Merged (with the counts they reached), a lowered cap of its own is
+// held at the old one for the others.
 func TestOwnerOwnWindowsHeldUntilMerged(t *testing.T) {
 	o := NewOwner(OwnerConfig{Lease: true, Self: "o", Contact: time.Hour})
 	o.SetMembers(base, []string{"o", "b"}, nil)
@@ -647,11 +646,10 @@ func TestOwnerOwnWindowsHeldUntilMerged(t *testing.T) {
 		if between != nil {
 			if moved := between(out[0]); moved > own {
 				own, rs[0].Own = moved, moved
-				o.Recount(at(ts), "o", 1, rs)
 			}
 		}
 		capv, has = out[0].Grant, out[0].HasGrant
-		o.Acknowledge(at(ts), "o", seq, 0, true)
+		o.Merged(at(ts), "o", 1, seq, rs)
 		return out[0]
 	}
 	beat(o, 100*time.Millisecond, time.Second, b)

@@ -448,10 +448,10 @@ func report(rep *counters.Report, tb *counters.Table, en *counters.Entry, s *cou
 // mergeLocal merges the windows this member owns that the round gathered
 // (Owner.ReportAll) and applies the answers. Their counts were read a
 // little before, and requests decided since, under the caps held before:
-// like any other member's batch, the merge is numbered (Owner.Hello) and
-// acknowledged once the grants are applied (Owner.Acknowledge), after the
-// windows whose counts moved meanwhile are recounted (Owner.Recount), so
-// that until then the owner holds their old caps for this member.
+// like another member's batch, the merge is numbered (Owner.Hello), and
+// the owner holds the old caps for this member until it hears the counts
+// the windows reached by the time their grants were applied
+// (Owner.Merged).
 func (r *round) mergeLocal() {
 	e, l := r.e, r.local
 	if len(l.refs) == 0 {
@@ -463,19 +463,11 @@ func (r *round) mergeLocal() {
 	ans := l.ans[:len(l.reps)]
 	seq := e.owner.Hello(r.now, e.cfg.Name)
 	e.owner.ReportAll(r.now, e.cfg.Name, e.cfg.Incarnation, l.reps, ans)
-	moved := 0 // the reports whose windows counted more since: first in l.reps
 	for k := range l.refs {
 		e.local.series[l.idx[k]] = l.reps[k].Series
-		if own := apply(nil, r.nowNs, &l.refs[k], &ans[k], r.self); own > l.refs[k].own {
-			l.reps[moved], l.reps[k] = l.reps[k], l.reps[moved]
-			l.reps[moved].Own = own
-			moved++
-		}
+		l.reps[k].Own = max(l.reps[k].Own, apply(nil, r.nowNs, &l.refs[k], &ans[k], r.self))
 	}
-	if moved > 0 {
-		e.owner.Recount(r.now, e.cfg.Name, e.cfg.Incarnation, l.reps[:moved])
-	}
-	e.owner.Acknowledge(r.now, e.cfg.Name, seq, 0, true)
+	e.owner.Merged(r.now, e.cfg.Name, e.cfg.Incarnation, seq, l.reps)
 	clear(l.refs) // keeps no series alive
 	clear(l.reps)
 	l.refs, l.reps, l.idx = l.refs[:0], l.reps[:0], l.idx[:0]
