@@ -126,7 +126,7 @@ type OwnerConfig struct {
 	// once its demand stops. Default 200 ms.
 	Interval time.Duration
 	// Contact is how long a member stays in contact after the newest answer
-	// of this owner that it acknowledged was sent (see Owner.Hello). A
+	// of this owner that it acknowledged was sent (see Owner.Acknowledge). A
 	// member out of contact is reserved what it may spend without asking:
 	// what it holds, and its static share in windows that began after it
 	// lost contact (members fall back to their static share only then; see
