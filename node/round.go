@@ -115,10 +115,11 @@ func (e *Engine) Handoff(now time.Time) []*Batch {
 
 // prepare builds one batch per owner (as ownerOf says) of the windows of
 // the series each yields to report: the changed ones, or every one with
-// counts when all is set; then those of riders whose owners have a batch. A full round (full set) also sends every other
-// member a batch and says under which membership view it was built; a
-// partial one (the series asking for budget) does neither, since it does
-// not carry every window this member holds a lease in.
+// counts when all is set; then those of riders whose owners have a batch.
+// A full round (full set) also sends every other member a batch, and a
+// batch of it that left no window out says under which membership view it
+// was built; a partial round (the series asking for budget) does neither,
+// since it does not carry every window this member holds a lease in.
 func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epoch uint64, all, full bool, each func(func(*counters.Entry) bool), riders ...*counters.Entry) []*Batch {
 	r := &round{e: e, now: now, nowNs: now.UnixNano(), epoch: epoch, all: all, full: full, links: *e.links.Load()}
 	r.members, r.index = e.table.Share()
