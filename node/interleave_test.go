@@ -16,51 +16,81 @@ import (
 // cluster never admits more than the limit in a window. Each member has at
 // most one round in flight, full or asked for at once, as the node's sync
 // loop does; the owner counts each of its batches, and the member applies
-// each answer, at random later steps. Two series: one a member owns
-// itself, merged with no call, and one it sends, and the requests mostly
-// at one member, a different one every few hundred steps, so that caps
-// move between members. The orders that let TestMillionTenants admit 110
-// of 100 are of this kind: at fef676a, before the fix, seed 118 admits
-// 201 of 200; 5,000 seeds pass now.
+// each answer, at random later steps. Four series, two owned by n0 and two
+// by n1 (a member merges the ones it owns with no call), and the requests
+// mostly at one member, a different one every few hundred steps, so that
+// caps move between members. The orders that let TestMillionTenants admit
+// 110 of 100 are of this kind: at fef676a, before the fix, the hour-long
+// window's seed 118 admits 201 of 200; 5,000 seeds pass now. The second
+// case has 2 s sliding windows, and cuts n2 off from the others for a
+// while (its calls fail both ways; the membership does not change).
 func TestEngineLeaseHoldsUnderInterleavings(t *testing.T) {
-	seeds := 300
-	if testing.Short() {
-		seeds = 30
+	cases := []interleaving{
+		{name: "hour", period: time.Hour, steps: 4000, seeds: 300},
+		{name: "sliding-2s-cut", period: 2 * time.Second, alg: counters.Sliding, steps: 6000, seeds: 100, cut: [2]int{1500, 3000}},
 	}
-	for seed := range seeds {
-		if !leaseHoldsUnder(t, uint64(seed)) {
-			return
-		}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			seeds := tc.seeds
+			if testing.Short() {
+				seeds /= 10
+			}
+			for seed := range seeds {
+				if !tc.holds(t, uint64(seed)) {
+					return
+				}
+			}
+		})
 	}
+}
+
+// interleaving is one case of TestEngineLeaseHoldsUnderInterleavings: the
+// series' period and algorithm, steps per seed, seeds, and the steps
+// between which n2 is cut off (none if both are 0).
+type interleaving struct {
+	name         string
+	period       time.Duration
+	alg          counters.Algorithm
+	steps, seeds int
+	cut          [2]int
 }
 
 type flight struct {
 	bs      []*Batch
-	resps   []*peerpb.SyncResponse
+	resps   []*peerpb.SyncResponse // nil: the call failed
 	applied int
 }
 
-// leaseHoldsUnder runs one seed's interleaving and reports whether the
-// limits held.
-func leaseHoldsUnder(t *testing.T, seed uint64) bool {
+// holds runs one seed and reports whether every window stayed within its
+// limit.
+func (tc interleaving) holds(t *testing.T, seed uint64) bool {
 	const limit = 200
 	rng := rand.New(rand.NewPCG(seed, 7))
 	c := newCluster(t, 3, PolicyLease)
 	es := []*Engine{c.engines["n0"], c.engines["n1"], c.engines["n2"]}
-	// Two series owned by n0 and two by n1.
 	var ls [][]counters.Limit
 	for i, want := 0, []string{"n0", "n1", "n0", "n1"}; len(ls) < len(want); i++ {
-		l := counters.Limit{Tenant: fmt.Sprintf("t%d", i), Endpoint: "/p/*", Method: "GET", Period: time.Hour, Threshold: limit}
+		l := counters.Limit{Tenant: fmt.Sprintf("t%d", i), Endpoint: "/p/*", Method: "GET", Period: tc.period, Threshold: limit, Algorithm: tc.alg}
 		if o, _ := es[0].ring.Owner(l.Hash()); o == want[len(ls)] {
 			ls = append(ls, []counters.Limit{l})
 		}
 	}
-	admitted := make([]int, len(ls))
+	type window struct {
+		series int
+		n      int64
+	}
+	admitted := map[window]int{}
 	inflight := map[*Engine]*flight{}
 	now := t0.Add(10*time.Second + 100*time.Millisecond)
 	c.sync(now)
-	for step := range 4000 {
+	for step := range tc.steps {
 		now = now.Add(time.Duration(rng.IntN(30)) * time.Millisecond)
+		switch {
+		case tc.cut != [2]int{} && step == tc.cut[0]:
+			c.partition([]string{"n2"}, []string{"n0", "n1"})
+		case step == tc.cut[1]:
+			clear(c.cut)
+		}
 		e := es[rng.IntN(len(es))]
 		switch rng.IntN(6) {
 		case 0, 1, 2: // requests, most of them at the member hot in this phase
@@ -70,7 +100,11 @@ func leaseHoldsUnder(t *testing.T, seed uint64) bool {
 			k := rng.IntN(len(ls))
 			for range rng.IntN(4) + 1 {
 				if d, _ := e.Take(now, ls[k], 1); d.Allowed {
-					admitted[k]++
+					w := window{k, now.UnixNano() / int64(tc.period)}
+					if admitted[w]++; admitted[w] > limit {
+						t.Errorf("seed %d, step %d: %s admitted %d of a limit of %d in a window", seed, step, ls[k][0].Tenant, admitted[w], limit)
+						return false
+					}
 				}
 			}
 		case 3: // a round begins, unless one is in flight
@@ -91,26 +125,25 @@ func leaseHoldsUnder(t *testing.T, seed uint64) bool {
 				continue
 			}
 			if n := len(f.resps); n < len(f.bs) {
-				resp, err := c.engines[f.bs[n].Owner].Handle(now, f.bs[n].Req)
-				if err != nil {
-					t.Fatalf("seed %d step %d: %v", seed, step, err)
+				var resp *peerpb.SyncResponse
+				if !c.cut[[2]string{e.Name(), f.bs[n].Owner}] {
+					var err error
+					if resp, err = c.engines[f.bs[n].Owner].Handle(now, f.bs[n].Req); err != nil {
+						t.Fatalf("seed %d step %d: %v", seed, step, err)
+					}
 				}
 				f.resps = append(f.resps, resp)
 				continue
 			}
 			b := f.bs[f.applied]
-			if err := e.Apply(now, b, f.resps[f.applied]); err != nil {
+			if resp := f.resps[f.applied]; resp == nil {
+				e.Fail(now, b)
+			} else if err := e.Apply(now, b, resp); err != nil {
 				t.Fatalf("seed %d step %d: %v", seed, step, err)
 			}
 			e.Release(b)
 			if f.applied++; f.applied == len(f.bs) {
 				delete(inflight, e)
-			}
-		}
-		for k, n := range admitted {
-			if n > limit {
-				t.Errorf("seed %d, step %d: %s admitted %d of a limit of %d", seed, step, ls[k][0].Tenant, n, limit)
-				return false
 			}
 		}
 	}
