@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -21,13 +22,24 @@ import (
 // mostly at one member, a different one every few hundred steps, so that
 // caps move between members. The orders that let TestMillionTenants admit
 // 110 of 100 are of this kind: at fef676a, before the fix, the hour-long
-// window's seed 118 admits 201 of 200; 5,000 seeds pass now. The second
-// case has 2 s sliding windows, and cuts n2 off from the others for a
-// while (its calls fail both ways; the membership does not change).
+// window's seed 118 admits 201 of 200; 5,000 seeds pass now (200 run
+// here). The second case has 2 s sliding windows, and cuts n2 off from
+// the others for a while (its calls fail both ways; the membership does
+// not change).
+//
+// The third has a fourth member join halfway, so that series change
+// owners in the window. It does not hold yet: in 1,000 seeds, 6 go over,
+// up to 206 of 200 (a new owner's takeover of the caps the previous one
+// granted; issue 12). It fails if more than 2% of its seeds go over
+// (rounded up), or any by more than 5%. (Before the member that joins
+// stopped taking its first view, alone at the epoch, as ownership of
+// every series since then, 47 of 1,000 seeds went over, up to 293 of 200:
+// the new owner granted itself the whole limit at its first merge.)
 func TestEngineLeaseHoldsUnderInterleavings(t *testing.T) {
 	cases := []interleaving{
-		{name: "hour", period: time.Hour, steps: 4000, seeds: 300},
+		{name: "hour", period: time.Hour, steps: 4000, seeds: 200},
 		{name: "sliding-2s-cut", period: 2 * time.Second, alg: counters.Sliding, steps: 6000, seeds: 100, cut: [2]int{1500, 3000}},
+		{name: "hour-join", period: time.Hour, steps: 4000, seeds: 200, join: 2000, overSeeds: 0.02, overBy: 0.05},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -35,24 +47,43 @@ func TestEngineLeaseHoldsUnderInterleavings(t *testing.T) {
 			if testing.Short() {
 				seeds /= 10
 			}
+			var over int
+			var worst int64
 			for seed := range seeds {
-				if !tc.holds(t, uint64(seed)) {
-					return
+				if most := tc.run(t, uint64(seed)); most > interleavingLimit {
+					over++
+					worst = max(worst, most)
+					if tc.overSeeds == 0 {
+						t.Errorf("seed %d: admitted %d of a limit of %d in a window", seed, most, interleavingLimit)
+						return
+					}
 				}
+			}
+			if allowed := math.Ceil(tc.overSeeds * float64(seeds)); float64(over) > allowed || float64(worst) > (1+tc.overBy)*interleavingLimit {
+				t.Errorf("%d of %d seeds admitted more than the limit of %d in a window, the worst %d", over, seeds, interleavingLimit, worst)
+			} else if over > 0 {
+				t.Logf("%d of %d seeds admitted more than the limit of %d in a window, the worst %d", over, seeds, interleavingLimit, worst)
 			}
 		})
 	}
 }
 
+// interleavingLimit is the limit of TestEngineLeaseHoldsUnderInterleavings'
+// series.
+const interleavingLimit = 200
+
 // interleaving is one case of TestEngineLeaseHoldsUnderInterleavings: the
-// series' period and algorithm, steps per seed, seeds, and the steps
-// between which n2 is cut off (none if both are 0).
+// series' period and algorithm, steps per seed, seeds, the steps between
+// which n2 is cut off (none if both are 0), the step at which n3 joins (0:
+// none), and what may go over: the share of seeds, and by how much.
 type interleaving struct {
-	name         string
-	period       time.Duration
-	alg          counters.Algorithm
-	steps, seeds int
-	cut          [2]int
+	name              string
+	period            time.Duration
+	alg               counters.Algorithm
+	steps, seeds      int
+	cut               [2]int
+	join              int
+	overSeeds, overBy float64
 }
 
 type flight struct {
@@ -61,10 +92,9 @@ type flight struct {
 	applied int
 }
 
-// holds runs one seed and reports whether every window stayed within its
-// limit.
-func (tc interleaving) holds(t *testing.T, seed uint64) bool {
-	const limit = 200
+// run runs one seed and returns the most a window admitted.
+func (tc interleaving) run(t *testing.T, seed uint64) (most int64) {
+	const limit = interleavingLimit
 	rng := rand.New(rand.NewPCG(seed, 7))
 	c := newCluster(t, 3, PolicyLease)
 	es := []*Engine{c.engines["n0"], c.engines["n1"], c.engines["n2"]}
@@ -79,7 +109,7 @@ func (tc interleaving) holds(t *testing.T, seed uint64) bool {
 		series int
 		n      int64
 	}
-	admitted := map[window]int{}
+	admitted := map[window]int64{}
 	inflight := map[*Engine]*flight{}
 	now := t0.Add(10*time.Second + 100*time.Millisecond)
 	c.sync(now)
@@ -91,6 +121,16 @@ func (tc interleaving) holds(t *testing.T, seed uint64) bool {
 		case step == tc.cut[1]:
 			clear(c.cut)
 		}
+		if tc.join != 0 && step == tc.join {
+			n3, err := NewEngine(EngineConfig{Name: "n3", Incarnation: 1, Table: counters.DefaultConfig(), Ring: ringDefault(), Policy: PolicyLease})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.engines["n3"] = n3
+			c.names = append(c.names, "n3")
+			c.setMembers(now, c.names...)
+			es = append(es, n3)
+		}
 		e := es[rng.IntN(len(es))]
 		switch rng.IntN(6) {
 		case 0, 1, 2: // requests, most of them at the member hot in this phase
@@ -101,10 +141,8 @@ func (tc interleaving) holds(t *testing.T, seed uint64) bool {
 			for range rng.IntN(4) + 1 {
 				if d, _ := e.Take(now, ls[k], 1); d.Allowed {
 					w := window{k, now.UnixNano() / int64(tc.period)}
-					if admitted[w]++; admitted[w] > limit {
-						t.Errorf("seed %d, step %d: %s admitted %d of a limit of %d in a window", seed, step, ls[k][0].Tenant, admitted[w], limit)
-						return false
-					}
+					admitted[w]++
+					most = max(most, admitted[w])
 				}
 			}
 		case 3: // a round begins, unless one is in flight
@@ -147,5 +185,5 @@ func (tc interleaving) holds(t *testing.T, seed uint64) bool {
 			}
 		}
 	}
-	return true
+	return most
 }
