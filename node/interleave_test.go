@@ -29,8 +29,9 @@ import (
 //
 // The third has a fourth member join halfway, so that series change
 // owners in the window. It does not hold yet: in 1,000 seeds, 6 go over,
-// up to 206 of 200 (a new owner's takeover of the caps the previous one
-// granted; issue 12). It fails if more than 2% of its seeds go over
+// up to 206 of 200 (a new owner counts itself as synced with the view at
+// once, so the cap its own entry holds from the previous owner is not
+// reserved until its next merge; issue 12). It fails if more than 2% of its seeds go over
 // (rounded up), or any by more than 5%. (Before the member that joins
 // stopped taking its first view, alone at the epoch, as ownership of
 // every series since then, 47 of 1,000 seeds went over, up to 293 of 200:
