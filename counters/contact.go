@@ -78,7 +78,7 @@ func (o *Owner) Acknowledge(now time.Time, origin string, ack, view uint64, cove
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	c := o.contact(nowNs, origin)
-	valid := ack != 0 && ack <= c.seq && c.seq-ack < contactRing
+	valid := c.answered(ack)
 	if valid && ack > c.ackSeq {
 		prev, sent := max(c.since, c.acked), c.sent[ack%contactRing]
 		if sent-prev >= int64(o.cfg.Contact) {
@@ -90,12 +90,18 @@ func (o *Owner) Acknowledge(now time.Time, origin string, ack, view uint64, cove
 		c.synced = nowNs
 		covers = true
 	}
-	if covers && valid && (c.coveredAck == 0 || seqAtLeast(ack, c.coveredAck)) {
-		c.coveredAck = ack
+	if covers && valid {
+		raise(&c.coveredAck, ack)
 	}
 	if c.at >= 0 {
 		o.members.vers[c.at]++
 	}
+}
+
+// answered reports whether ack numbers one of the answers this run of the
+// owner sent the member lately (the last contactRing).
+func (c *contact) answered(ack uint64) bool {
+	return ack != 0 && ack <= c.seq && c.seq-ack < contactRing
 }
 
 // contact returns origin's contact record, made if need be. The lock must

@@ -442,6 +442,14 @@ func (o *Owner) received(s *originState, c *contact) bool {
 // seqAtLeast reports whether answer number a is seq or a later one.
 func seqAtLeast(a, seq uint64) bool { return a >= seq && a-seq < 1<<62 }
 
+// raise sets *at, an answer number (0: none yet), to seq if seq is a later
+// one.
+func raise(at *uint64, seq uint64) {
+	if *at == 0 || seqAtLeast(seq, *at) {
+		*at = seq
+	}
+}
+
 // holdsGrant reports whether the origin acknowledged an answer of this
 // owner that granted it a cap in the window: from then on it admits within
 // this owner's grants, not its static share. The lock must be held.
@@ -594,9 +602,7 @@ func (o *Owner) Merged(now time.Time, origin string, incarnation, seq uint64, rs
 			w.counted += r.Own - st.own
 			st.own = r.Own
 		}
-		if st.reportAck == 0 || seqAtLeast(seq, st.reportAck) {
-			st.reportAck = seq
-		}
+		raise(&st.reportAck, seq)
 		o.refreshSlot(w, st)
 	}
 }
@@ -724,10 +730,8 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 		st.peak = max(decay*peak, burst)
 		st.lastSeen = nowNs
 		st.held, st.heldGrant, st.heldCarry = r.Cap, r.HasGrant, r.HasGrant && r.Carry
-		// An answer of this run of the owner, sent recently (as
-		// Acknowledge takes them).
-		if r.Ack != 0 && c != nil && r.Ack <= c.seq && c.seq-r.Ack < contactRing && (st.reportAck == 0 || seqAtLeast(r.Ack, st.reportAck)) {
-			st.reportAck = r.Ack
+		if c != nil && c.answered(r.Ack) { // as Acknowledge takes them
+			raise(&st.reportAck, r.Ack)
 		}
 		if r.HasGrant && o.foreign(r.CapFrom, r.CapFromIncarnation) && (!st.hasForeign || r.Cap < st.foreignCap) {
 			if st.hasForeign {

@@ -236,7 +236,14 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	}
 	e.links.Store(&map[string]*link{})
 	tb.SetContact(e.contactWith)
-	e.setMembers(time.Unix(0, 0), []string{cfg.Name})
+	// Alone, until a membership comes; as of no time, and owning nothing
+	// before it: a member that just started knows no window's past. Taken
+	// as ownership of every series since the epoch, it made a member that
+	// joins during a window believe it had owned the window's series all
+	// along, and grant them whole to itself at its first merge, with the
+	// others' counts not in yet (TestEngineLeaseHoldsUnderInterleavings,
+	// hour-join).
+	e.setMembers(time.Unix(0, 0), []string{cfg.Name}, false)
 	return e, nil
 }
 
@@ -290,10 +297,12 @@ func (e *Engine) TakeAgain(now time.Time, limits []counters.Limit, cost int64) (
 // (counting members gone for less than MaxPeriod, who may still be serving
 // behind a partition) and the owner's reserves.
 func (e *Engine) SetMembers(now time.Time, alive []string) {
-	e.setMembers(now, alive)
+	e.setMembers(now, alive, true)
 }
 
-func (e *Engine) setMembers(now time.Time, alive []string) {
+// setMembers is SetMembers; held says the view is one this member holds
+// from now on, whose ownership the owner records (counters.Owner.SetOwnership).
+func (e *Engine) setMembers(now time.Time, alive []string, held bool) {
 	nowNs := now.UnixNano()
 	a := slices.Clone(alive)
 	if !slices.Contains(a, e.cfg.Name) {
@@ -342,14 +351,7 @@ func (e *Engine) setMembers(now time.Time, alive []string) {
 	e.ring.Set(a)
 	e.table.SetShare(len(recent), slices.Index(recent, e.cfg.Name))
 	e.owner.SetMembers(now, a, gone)
-	if nowNs > 0 {
-		// Not the view NewEngine starts from, alone at the epoch: a member
-		// that just started owned nothing before, as far as it knows.
-		// Taken as its view since the epoch, it made a member that joins
-		// during a window believe it had owned the window's series all
-		// along, and grant them whole to itself at its first merge, with
-		// the others' counts not in yet (TestEngineLeaseHoldsUnderInterleavings,
-		// join).
+	if held {
 		owner, self := e.ring.OwnerFunc(), e.cfg.Name
 		e.owner.SetOwnership(now, func(h uint64) bool { o, _ := owner(h); return o == self })
 	}
@@ -456,7 +458,7 @@ func (e *Engine) depart(now time.Time, name string) {
 	e.departed[name] = true
 	alive := slices.Clone(e.alive)
 	e.mu.Unlock()
-	e.setMembers(now, alive)
+	e.setMembers(now, alive, true)
 }
 
 func (e *Engine) validate(req *peerpb.SyncRequest) error {

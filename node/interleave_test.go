@@ -116,11 +116,13 @@ func (tc interleaving) run(t *testing.T, seed uint64) (most int64) {
 	c.sync(now)
 	for step := range tc.steps {
 		now = now.Add(time.Duration(rng.IntN(30)) * time.Millisecond)
-		switch {
-		case tc.cut != [2]int{} && step == tc.cut[0]:
-			c.partition([]string{"n2"}, []string{"n0", "n1"})
-		case step == tc.cut[1]:
-			clear(c.cut)
+		if tc.cut != [2]int{} {
+			switch step {
+			case tc.cut[0]:
+				c.partition([]string{"n2"}, []string{"n0", "n1"})
+			case tc.cut[1]:
+				clear(c.cut)
+			}
 		}
 		if tc.join != 0 && step == tc.join {
 			n3, err := NewEngine(EngineConfig{Name: "n3", Incarnation: 1, Table: counters.DefaultConfig(), Ring: ringDefault(), Policy: PolicyLease})

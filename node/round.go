@@ -189,11 +189,7 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 	if e.cfg.Central == "" && e.cfg.Policy == PolicyLease && full {
 		for _, m := range e.Members() {
 			if m != e.cfg.Name && r.batch(m) == nil {
-				b := &Batch{Owner: m, Req: &peerpb.SyncRequest{Origin: e.cfg.Name, Incarnation: e.cfg.Incarnation}}
-				if l := r.links[m]; l != nil {
-					b.Req.Ack = l.ack.Load()
-				}
-				r.add(b)
+				r.add(&Batch{Owner: m, Req: r.request(m)})
 			}
 		}
 	}
@@ -387,13 +383,7 @@ func (r *round) ref(refs []ref, en *counters.Entry, s *counters.Slot) []ref {
 // begin begins the round's batch to owner.
 func (r *round) begin(owner string) *Batch {
 	e := r.e
-	b := &Batch{Owner: owner, Req: &peerpb.SyncRequest{Origin: e.cfg.Name, Incarnation: e.cfg.Incarnation}}
-	if l := r.links[owner]; l != nil {
-		// Read before any of the batch's windows: their reports count
-		// what was admitted under the grants of that answer and earlier
-		// ones (counters.Report.Ack).
-		b.Req.Ack = l.ack.Load()
-	}
+	b := &Batch{Owner: owner, Req: r.request(owner)}
 	b.refs = e.spare.refs.take(r.perOwner)
 	if e.cfg.Central == "" && r.links[owner] != nil && r.links[owner].packed.Load() {
 		b.enc = e.newEncoder(owner, r.nowNs, r.perOwner)
@@ -402,6 +392,18 @@ func (r *round) begin(owner string) *Batch {
 	}
 	r.add(b)
 	return b
+}
+
+// request returns a new request to owner, acknowledging the newest answer
+// of owner this member applied. Made before any of the batch's windows is
+// read: their reports count what was admitted under the grants of that
+// answer and earlier ones (counters.Report.Ack).
+func (r *round) request(owner string) *peerpb.SyncRequest {
+	req := &peerpb.SyncRequest{Origin: r.e.cfg.Name, Incarnation: r.e.cfg.Incarnation}
+	if l := r.links[owner]; l != nil {
+		req.Ack = l.ack.Load()
+	}
+	return req
 }
 
 // leftOut notes that a round left en out of b (b was full): b is not
