@@ -65,6 +65,7 @@ type Node struct {
 	decisions atomic.Uint64 // for sampling the latency metric
 	roundMu   sync.Mutex
 	roundDone chan struct{} // closed when the running (or next) sync round ends
+	callDone  chan struct{} // closed when the next sync call (or round) ends
 	storeDown atomic.Bool
 	syncCalls atomic.Uint64
 	syncBytes atomic.Uint64
@@ -132,6 +133,7 @@ func New(cfg Config) (*Node, error) {
 		kick:   make(chan struct{}, 1),
 
 		roundDone: make(chan struct{}),
+		callDone:  make(chan struct{}),
 		warn:      logevery.New(warnInterval),
 		failing:   map[string]failStreak{},
 	}
@@ -254,9 +256,11 @@ func (n *Node) Take(ctx context.Context, limits []counters.Limit, cost int64) (c
 	return d, nil
 }
 
-// waitPending waits for sync rounds to end, asking for one at once, and
-// decides the request again after each, until it is no longer pending or
-// PendingWait has passed.
+// waitPending waits for sync calls to end, asking for a round at once,
+// and decides the request again after each, until it is no longer pending
+// or PendingWait has passed. After each call, not each round: the answer
+// of the series' owner may be in while a call to another member is slow
+// or lost, which would hold the request until that call times out.
 func (n *Node) waitPending(ctx context.Context, limits []counters.Limit, cost int64) (counters.Decision, error) {
 	n.m.pending.Inc()
 	start := time.Now()
@@ -269,10 +273,10 @@ func (n *Node) waitPending(ctx context.Context, limits []counters.Limit, cost in
 		timeout = t.C
 	}
 	for timeout != nil {
-		round := n.nextRound()
+		call := n.nextCall()
 		n.kickSync()
 		select {
-		case <-round:
+		case <-call:
 		case <-timeout:
 			timeout = nil
 		case <-ctx.Done():
@@ -302,11 +306,29 @@ func (n *Node) nextRound() <-chan struct{} {
 	return n.roundDone
 }
 
-// endRound wakes whoever waits for the end of a sync round.
+// nextCall returns a channel closed when a sync call ends (or a round,
+// which may have had none: the windows this member owns merge with none).
+func (n *Node) nextCall() <-chan struct{} {
+	n.roundMu.Lock()
+	defer n.roundMu.Unlock()
+	return n.callDone
+}
+
+// endRound wakes whoever waits for the end of a sync round or call.
 func (n *Node) endRound() {
 	n.roundMu.Lock()
 	close(n.roundDone)
 	n.roundDone = make(chan struct{})
+	close(n.callDone)
+	n.callDone = make(chan struct{})
+	n.roundMu.Unlock()
+}
+
+// endCall wakes whoever waits for the end of a sync call.
+func (n *Node) endCall() {
+	n.roundMu.Lock()
+	close(n.callDone)
+	n.callDone = make(chan struct{})
 	n.roundMu.Unlock()
 }
 
@@ -597,6 +619,7 @@ func (n *Node) send(ctx context.Context, b *Batch) {
 		n.engine.Fail(now, b)
 	}
 	n.engine.Release(b)
+	n.endCall()
 	if err != nil {
 		n.m.syncError.Inc()
 		n.log.Debug("sync call failed", "owner", b.Owner, "reports", reports, "err", err)

@@ -246,12 +246,12 @@ func TestExploreDeterministic(t *testing.T) {
 
 // exploreRatchet is, for the CI's run (500 scenarios from seed 1), the
 // number of lease's windows over all classes that may miss each design
-// target: what was measured plus 2% for noise (642 overshooting, 14,340
-// under the safe reference and 16,578 wrongly denied of 80,298). A change
+// target: what was measured plus 2% for noise (655 overshooting, 13,898
+// under the safe reference and 15,978 wrongly denied of 80,298). A change
 // that misses more fails TestExploreMany; one that misses fewer should
 // lower these.
 var exploreRatchet = map[int][numTargets]int{
-	500: {TargetOvershoot: 655, TargetUndershootSafe: 14627, TargetWronglyDenied: 16910},
+	500: {TargetOvershoot: 669, TargetUndershootSafe: 14176, TargetWronglyDenied: 16298},
 }
 
 // TestExploreMany runs the explorer over -explore scenarios (none by

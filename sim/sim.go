@@ -198,7 +198,7 @@ type instance struct {
 }
 
 // parked is a request whose lease decision was pending, waiting for the
-// instance's next sync round to end (or its deadline).
+// instance's next sync calls to end (or its deadline).
 type parked struct {
 	inst     *instance
 	gen      uint64
@@ -512,8 +512,9 @@ func (w *world) request(st *stream, in *instance, retried bool) {
 	if d.Pending && w.sc.PendingWait > 0 {
 		// As the node does (node.waitPending): the request waits for the
 		// next sync round, which is asked for at once, and is decided again
-		// when the round ends, for at most PendingWait, even past the end
-		// of its window (it is then decided, and charged, in the next one).
+		// when each of its calls ends, for at most PendingWait, even past
+		// the end of its window (it is then decided, and charged, in the
+		// next one).
 		p := &parked{inst: in, gen: in.gen, stream: st, series: s, arrived: w.vt, deadline: w.vt + int64(w.sc.PendingWait), retried: retried}
 		in.parked = append(in.parked, p)
 		w.stats.Pending++
@@ -549,12 +550,13 @@ func (w *world) decided(st *stream, in *instance, arrived int64, d counters.Deci
 // sweep expired windows.
 func (w *world) tick(in *instance) {
 	now := in.now()
-	open := false
+	open, timedOut := false, false
 	for _, f := range in.round {
 		if f.done {
 			continue
 		}
 		if w.vt-f.sentAt >= w.sync {
+			timedOut = true
 			f.done = true
 			w.stats.Timeouts++
 			w.fail(f)
@@ -570,6 +572,13 @@ func (w *world) tick(in *instance) {
 			in.eng.Sweep(now)
 		} else {
 			in.tab.Sweep(now)
+		}
+		// The last round ended with calls timing out: its waiting
+		// requests are decided again, as after any round (the node wakes
+		// them when a round or a call ends), those still pending asking
+		// for a round after this one.
+		if timedOut && in.eng != nil {
+			w.retryParked(in)
 		}
 	} else {
 		in.fullDue = true // after the open round: every interval has its full round
@@ -596,12 +605,11 @@ func (w *world) startRound(in *instance, asking bool) {
 
 // roundProgress runs what the end of a round starts, once every call of it
 // is answered or failed: the waiting requests are decided again, as the
-// node does after SyncOnce, and a round asked for meanwhile starts.
+// node does after SyncOnce (and after each call), and a round asked for
+// meanwhile starts.
 func (w *world) roundProgress(in *instance) {
-	for _, f := range in.round {
-		if !f.done {
-			return
-		}
+	if !w.roundOver(in) {
+		return
 	}
 	if in.eng == nil || in.leaving > 0 {
 		return
@@ -809,7 +817,26 @@ func (w *world) deliver(m *message) {
 		w.advanceLeave(in)
 		return
 	}
+	if f.batch != nil && !w.roundOver(in) {
+		// As the node does: the waiting requests are decided again when
+		// each call ends, not only once every call of the round has (a
+		// call that is lost or slow would hold them all until it times
+		// out, and a request waiting into the next window of a short
+		// tier would need a grant there too).
+		w.retryParked(in)
+	}
 	w.roundProgress(in)
+}
+
+// roundOver reports whether every call of the instance's open round has
+// ended.
+func (w *world) roundOver(in *instance) bool {
+	for _, f := range in.round {
+		if !f.done {
+			return false
+		}
+	}
+	return true
 }
 
 // leave starts a graceful shutdown, as node.Node.Close does: the instance
