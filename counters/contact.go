@@ -181,13 +181,17 @@ func contactBefore(c *contact, start, now int64) int64 {
 
 // synced reports whether the member sent a batch under this owner's view
 // since the membership last changed: then it reported every window it
-// holds a cap in for this owner's keys. This owner itself always has. The
-// lock must be held.
+// holds a cap in for this owner's keys. This owner itself too, once it
+// merged its own windows under the view (Acknowledge at the end of a full
+// round): until then its windows of series it took over hold what the
+// previous owner granted it, which nobody here has counted yet. One that
+// never numbered a merge (Hello) is taken as synced. The lock must be
+// held.
 func (o *Owner) synced(name string, c *contact) bool {
 	if c == nil {
 		return name == o.cfg.Self
 	}
-	return c.self || c.synced >= o.members.changedAt
+	return c.synced >= o.members.changedAt
 }
 
 // InContact reports whether the member acknowledged an answer of this owner

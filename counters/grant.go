@@ -387,8 +387,10 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 	// contact during the window (unless this owner owned the series in all
 	// its views since the window began), or has not sent a batch under
 	// this owner's view since the membership changed (its view, which may
-	// name another owner, differs).
-	if gc.inherited && ((!inContact && sl.static == 0 && !gc.owned) || (inContact && !o.synced(gc.mw.names[i], cr))) {
+	// name another owner, differs; this owner's own view is its own, so it
+	// holds another owner's cap only in a series it took over).
+	self := cr != nil && cr.self
+	if gc.inherited && ((!inContact && sl.static == 0 && !gc.owned) || (inContact && !o.synced(gc.mw.names[i], cr) && !(self && gc.owned))) {
 		sl.unknown, sl.settling = true, inContact
 	}
 }

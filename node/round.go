@@ -181,6 +181,12 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 	flush()
 	if r.local != nil {
 		r.mergeLocal()
+		if full {
+			// Every window this member owns and holds a cap in is merged:
+			// it is synced with itself under this view (counters.Owner's
+			// synced).
+			e.owner.Acknowledge(now, e.cfg.Name, 0, e.view.Load(), false)
+		}
 	}
 	// Under the lease policy every other member gets a batch, empty if need
 	// be: a heartbeat that keeps this member in contact with it as an

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"io"
@@ -33,6 +34,10 @@ type ExploreConfig struct {
 	// Worst is how many of the lease policy's worst scenarios to keep per
 	// metric. Default 3.
 	Worst int
+	// NoSkew runs every scenario with its clocks in step (its skew line
+	// dropped), to tell what clock skew adds: the sim charges requests to
+	// windows by true time, the instances by their own clocks.
+	NoSkew bool
 }
 
 // Metric is one per-window measure of error the explorer reports, in
@@ -134,6 +139,7 @@ func windowMetrics(w Window, safe float64) (pct, reqs [numMetrics]float64) {
 type Exploration struct {
 	Seed      uint64
 	Scenarios int
+	NoSkew    bool // see ExploreConfig.NoSkew
 	// Policies has one summary per policy run, in the order asked.
 	Policies []PolicySummary
 	// Worst holds, per metric (indexed by Metric), the lease policy's
@@ -319,7 +325,7 @@ func Explore(cfg ExploreConfig) (*Exploration, error) {
 	close(next)
 	wg.Wait()
 
-	e := &Exploration{Seed: cfg.Seed, Scenarios: cfg.Scenarios, Policies: make([]PolicySummary, len(cfg.Policies))}
+	e := &Exploration{Seed: cfg.Seed, Scenarios: cfg.Scenarios, NoSkew: cfg.NoSkew, Policies: make([]PolicySummary, len(cfg.Policies))}
 	all := make([][numClasses][numMetrics][]float32, len(cfg.Policies))
 	for i := range outs {
 		o := &outs[i]
@@ -385,7 +391,7 @@ func Explore(cfg ExploreConfig) (*Exploration, error) {
 
 // exploreOne generates and runs scenario i.
 func exploreOne(cfg ExploreConfig, i int) outcome {
-	name, src := GenerateScenario(cfg.Seed, i)
+	name, src := generated(cfg.Seed, i, cfg.NoSkew)
 	var o outcome
 	sc, err := ParseScenario(name, src)
 	if err != nil {
@@ -481,7 +487,11 @@ func distribution(v []float32) Dist {
 // exploration always writes the same text.
 func (e *Exploration) Summary(w io.Writer) error {
 	pw := &printer{w: w}
-	pw.printf("explored %d scenarios (generator seed %d, each run with seed %d)\n\n", e.Scenarios, e.Seed, ExploreRunSeed)
+	skew := ""
+	if e.NoSkew {
+		skew = ", clocks in step (skew lines dropped)"
+	}
+	pw.printf("explored %d scenarios (generator seed %d, each run with seed %d%s)\n\n", e.Scenarios, e.Seed, ExploreRunSeed, skew)
 	pw.printf("per complete window, in %%: median / p99 / worst; \"all\" is the share of every request offered\n\n")
 	pw.printf("| policy | windows | count | overshoot | undershoot | undershoot vs safe | wrongly denied | wrongly admitted | denied, all | admitted, all |\n")
 	pw.printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -583,8 +593,24 @@ func (e *Exploration) CaseText(c Case) []byte {
 			}
 		}
 	}
-	_, src := GenerateScenario(e.Seed, c.Index)
+	_, src := generated(e.Seed, c.Index, e.NoSkew)
 	return append([]byte(b.String()), src...)
+}
+
+// generated returns GenerateScenario(seed, i), without its skew line if
+// noSkew is set.
+func generated(seed uint64, i int, noSkew bool) (name string, src []byte) {
+	name, src = GenerateScenario(seed, i)
+	if !noSkew {
+		return name, src
+	}
+	var b bytes.Buffer
+	for _, line := range bytes.SplitAfter(src, []byte("\n")) {
+		if !bytes.HasPrefix(line, []byte("skew ")) {
+			b.Write(line)
+		}
+	}
+	return name, b.Bytes()
 }
 
 func fmtPct(f float64) string { return fmt.Sprintf("%.2f", f) }

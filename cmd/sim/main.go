@@ -18,7 +18,8 @@
 // denied and wrongly admitted requests over all complete windows, the
 // windows where lease did worse than static, and the lease policy's worst
 // scenarios with the file text that reproduces each (or, with -explore-out
-// DIR, writes them to DIR/NAME.txt).
+// DIR, writes them to DIR/NAME.txt). -explore-noskew runs the same
+// scenarios with their clocks in step, to tell what clock skew adds.
 package main
 
 import (
@@ -57,6 +58,7 @@ func run(args []string, stdout io.Writer) error {
 		explore      = fs.Int("explore", 0, "generate and run this many random scenarios from -seed and print their distribution")
 		exploreOut   = fs.String("explore-out", "", "with -explore: write the worst scenarios to DIR/NAME.txt instead of printing them")
 		exploreWorst = fs.Int("explore-worst", 3, "with -explore: how many of lease's worst scenarios to keep per metric")
+		noSkew       = fs.Bool("explore-noskew", false, "with -explore: run the scenarios with their clocks in step (no skew line), to tell what clock skew adds")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -87,7 +89,7 @@ func run(args []string, stdout io.Writer) error {
 		if *explore < 0 || *exploreWorst < 1 {
 			return errors.New("sim: -explore and -explore-worst must be positive")
 		}
-		return runExplore(stdout, sim.ExploreConfig{Seed: *seed, Scenarios: *explore, Policies: policies, Worst: *exploreWorst}, *exploreOut, *stats)
+		return runExplore(stdout, sim.ExploreConfig{Seed: *seed, Scenarios: *explore, Policies: policies, Worst: *exploreWorst, NoSkew: *noSkew}, *exploreOut, *stats)
 	}
 	var sc *sim.Scenario
 	switch {
