@@ -704,12 +704,7 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 		// window before when the origin's first report in a window carries
 		// demand; an origin idle at that report starts from nothing (it
 		// asks again when its demand comes back: its decision is pending
-		// until an answer that knows of the demand). With nothing to carry
-		// over, a first report of one request is averaged in as if the
-		// average had started from nothing an interval before: taken as a
-		// rate of one per interval, it gave a member a share of about the
-		// window's intervals, which a tenant whose requests spread thinly
-		// over many instances left unspent on each of them. Reports come faster
+		// until an answer that knows of the demand). Reports come faster
 		// than the interval when a member asks at once: measured over less
 		// than an interval, one request would read as a burst.
 		elapsed := int64(o.cfg.Interval)
@@ -725,10 +720,6 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 			// which may have been in the window before.
 			elapsed = max(min(nowNs-last, nowNs-r.Key.WindowStart), elapsed)
 			decay = o.decay(nowNs - last)
-		} else if last == 0 && r.Demand <= 1 {
-			// A first report with one request starts the average from
-			// nothing an interval before (TestOwnerOneRequestIsWeakEvidence).
-			decay = o.decay(int64(o.cfg.Interval))
 		}
 		st.instant = float64(r.Demand) / float64(elapsed)
 		st.mean = decay*mean + (1-decay)*st.instant

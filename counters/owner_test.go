@@ -1,7 +1,6 @@
 package counters
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -683,44 +682,5 @@ func TestOwnerOwnWindowsHeldUntilMerged(t *testing.T) {
 	b.hello(o, at(ts))
 	if ansB := b.sync(o, at(ts), k, 100, 50); own+ansB.Grant > 100 || ansB.Grant <= b.own {
 		t.Errorf("once the owner's own count of %d is merged: b granted %d; want room for b within 100", own, ansB.Grant)
-	}
-}
-
-// TestOwnerOneRequestIsWeakEvidence: a member's first report in a window
-// (with no history from the window before) that carries a single request
-// is weak evidence of a rate. Taken as one request per interval over the
-// rest of the window, it gave each member that saw one request a share of
-// about the window's intervals, which it then held unspent while the next
-// member to see one found the limit held by the others: a tenant whose
-// requests spread over many instances, each seeing one now and then (21
-// per 10 s over 48 instances in the explorer's scenario 207: 14 offered, 7
-// admitted). A burst (several requests in the first report) still counts
-// at once.
-func TestOwnerOneRequestIsWeakEvidence(t *testing.T) {
-	const limit = 21
-	names := make([]string, 16)
-	for i := range names {
-		names[i] = fmt.Sprintf("m%d", i)
-	}
-	for _, tc := range []struct {
-		demand   int64
-		min, max int64 // the cap the first report may get
-	}{
-		{demand: 1, min: 1, max: 4},     // one request: about what 1 - e^(-1/5) of a request per interval needs
-		{demand: 6, min: 6, max: limit}, // a burst: at least what it asked for
-	} {
-		o := NewOwner(OwnerConfig{Lease: true, Self: "o", Interval: time.Second, Contact: time.Hour})
-		o.SetMembers(base, names, nil)
-		ms := members(names...)
-		var all []*member
-		for _, n := range names {
-			all = append(all, ms[n])
-		}
-		beat(o, 0, time.Second, all...) // every member in contact, none with a report
-		k := ownerKey()                 // a 10 s window
-		a := ms["m0"].sync(o, at(time.Second), k, limit, tc.demand)
-		if !a.HasGrant || a.Grant < tc.min || a.Grant > tc.max {
-			t.Errorf("a first report with %d requested: cap %d (granted %v), want %d to %d", tc.demand, a.Grant, a.HasGrant, tc.min, tc.max)
-		}
 	}
 }
