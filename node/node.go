@@ -317,19 +317,22 @@ func (n *Node) nextCall() <-chan struct{} {
 // endRound wakes whoever waits for the end of a sync round or call.
 func (n *Node) endRound() {
 	n.roundMu.Lock()
-	close(n.roundDone)
-	n.roundDone = make(chan struct{})
-	close(n.callDone)
-	n.callDone = make(chan struct{})
+	renew(&n.roundDone)
+	renew(&n.callDone)
 	n.roundMu.Unlock()
 }
 
 // endCall wakes whoever waits for the end of a sync call.
 func (n *Node) endCall() {
 	n.roundMu.Lock()
-	close(n.callDone)
-	n.callDone = make(chan struct{})
+	renew(&n.callDone)
 	n.roundMu.Unlock()
+}
+
+// renew closes *ch, waking its waiters, and puts a new one in its place.
+func renew(ch *chan struct{}) {
+	close(*ch)
+	*ch = make(chan struct{})
 }
 
 // kickSync asks the sync loop to run a round now: a channel send that never

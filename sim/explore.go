@@ -391,7 +391,7 @@ func Explore(cfg ExploreConfig) (*Exploration, error) {
 
 // exploreOne generates and runs scenario i.
 func exploreOne(cfg ExploreConfig, i int) outcome {
-	name, src := generated(cfg.Seed, i, cfg.NoSkew)
+	name, src := ExploreScenario(cfg.Seed, i, cfg.NoSkew)
 	var o outcome
 	sc, err := ParseScenario(name, src)
 	if err != nil {
@@ -593,13 +593,14 @@ func (e *Exploration) CaseText(c Case) []byte {
 			}
 		}
 	}
-	_, src := generated(e.Seed, c.Index, e.NoSkew)
+	_, src := ExploreScenario(e.Seed, c.Index, e.NoSkew)
 	return append([]byte(b.String()), src...)
 }
 
-// generated returns GenerateScenario(seed, i), without its skew line if
-// noSkew is set.
-func generated(seed uint64, i int, noSkew bool) (name string, src []byte) {
+// ExploreScenario returns the file of scenario i of seed as the explorer
+// runs it: GenerateScenario(seed, i), without its skew line if noSkew is
+// set (ExploreConfig.NoSkew).
+func ExploreScenario(seed uint64, i int, noSkew bool) (name string, src []byte) {
 	name, src = GenerateScenario(seed, i)
 	if !noSkew {
 		return name, src

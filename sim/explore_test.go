@@ -308,7 +308,7 @@ func TestExploreNoSkew(t *testing.T) {
 		t.Fatal("no scenario of seed 11 among the first 50 has a skew line")
 	}
 	name, with := GenerateScenario(11, idx)
-	_, without := generated(11, idx, true)
+	_, without := ExploreScenario(11, idx, true)
 	if n := bytes.Count(with, []byte("\n")) - bytes.Count(without, []byte("\n")); n != 1 || bytes.Contains(without, []byte("\nskew ")) {
 		t.Fatalf("dropped %d lines, want the skew line only:\n%s", n, without)
 	}
@@ -333,9 +333,14 @@ func TestExploreNoSkew(t *testing.T) {
 	if len(e.WorstCases()) == 0 {
 		t.Fatal("no worst case listed")
 	}
-	for _, c := range e.WorstCases() {
+	for _, c := range append(e.WorstCases(), Case{Index: idx, Name: name}) {
 		if text := e.CaseText(c); bytes.Contains(text, []byte("\nskew ")) {
 			t.Errorf("%s's file has a skew line:\n%s", c.Name, text)
 		}
+	}
+	// The same case's file from an exploration with the clocks as
+	// generated keeps it.
+	if text := (&Exploration{Seed: 11}).CaseText(Case{Index: idx, Name: name}); !bytes.Contains(text, []byte("\nskew ")) {
+		t.Errorf("%s's file without NoSkew lacks its skew line:\n%s", name, text)
 	}
 }

@@ -20,6 +20,9 @@
 // scenarios with the file text that reproduces each (or, with -explore-out
 // DIR, writes them to DIR/NAME.txt). -explore-noskew runs the same
 // scenarios with their clocks in step, to tell what clock skew adds.
+// -explore-print I prints scenario I's file, to run it alone with -file:
+//
+//	go run ./cmd/sim -seed 1 -explore-print 207 > explore-1-207.txt
 package main
 
 import (
@@ -59,6 +62,7 @@ func run(args []string, stdout io.Writer) error {
 		exploreOut   = fs.String("explore-out", "", "with -explore: write the worst scenarios to DIR/NAME.txt instead of printing them")
 		exploreWorst = fs.Int("explore-worst", 3, "with -explore: how many of lease's worst scenarios to keep per metric")
 		noSkew       = fs.Bool("explore-noskew", false, "with -explore: run the scenarios with their clocks in step (no skew line), to tell what clock skew adds")
+		explorePrint = fs.Int("explore-print", -1, "print the file of the explorer's scenario I of -seed, as -explore runs it (with -explore-noskew too), and exit")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -85,6 +89,10 @@ func run(args []string, stdout io.Writer) error {
 		return nil
 	case *matrix:
 		return runMatrix(stdout, *name, policies, *seed, *stats)
+	case *explorePrint >= 0:
+		_, src := sim.ExploreScenario(*seed, *explorePrint, *noSkew)
+		_, err := stdout.Write(src)
+		return err
 	case *explore != 0:
 		if *explore < 0 || *exploreWorst < 1 {
 			return errors.New("sim: -explore and -explore-worst must be positive")

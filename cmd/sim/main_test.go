@@ -171,6 +171,31 @@ func TestExplore(t *testing.T) {
 	}
 }
 
+// TestExplorePrint: -explore-print writes a generated scenario's file, as
+// the explorer runs it, which -file runs again.
+func TestExplorePrint(t *testing.T) {
+	for _, noSkew := range []bool{false, true} {
+		args := []string{"-seed", "1", "-explore-print", "207"}
+		if noSkew {
+			args = append(args, "-explore-noskew")
+		}
+		var out bytes.Buffer
+		if err := run(args, &out); err != nil {
+			t.Fatal(err)
+		}
+		_, want := sim.ExploreScenario(1, 207, noSkew)
+		if !bytes.Equal(out.Bytes(), want) {
+			t.Fatalf("%v printed:\n%s\nwant:\n%s", args, out.String(), want)
+		}
+		if skew := strings.Contains(out.String(), "\nskew "); skew == noSkew {
+			t.Errorf("%v: skew line printed %v", args, skew)
+		}
+		if _, err := sim.ParseScenario("explore-1-207", out.Bytes()); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+}
+
 func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{},
