@@ -65,7 +65,13 @@ type Config struct {
 	// least 500 ms, so that a busy machine (request goroutines starving the
 	// sync loop) does not turn slow answers into failures. A call that
 	// times out is retried at the next interval with nothing lost; the next
-	// interval waits for the calls of the previous one.
+	// interval waits for the calls of the previous one. A call to a peer is
+	// given up sooner once calls have been answered: when it has taken
+	// clearly longer than they take (their smoothed duration plus four
+	// mean deviations, scaled by the batch's size, at least MinCallRetry,
+	// doubled after each call given up in a row), so that one lost message
+	// does not hold up the requests waiting for an owner for an interval
+	// or two (Engine.CallDeadline).
 	CallTimeout time.Duration
 
 	// PendingWait (lease policy) is how long a request may wait for the

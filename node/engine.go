@@ -153,8 +153,10 @@ type Engine struct {
 	// local keeps the owner's handles of the series this member owns.
 	local   localDict
 	resyncs atomic.Uint64
-	recvMu  sync.Mutex
-	recv    map[string]*recvDict
+	// calls sets when a sync call is given up (CallDeadline).
+	calls  callTimer
+	recvMu sync.Mutex
+	recv   map[string]*recvDict
 }
 
 // link is this member's side of its contact with one other member as an

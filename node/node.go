@@ -55,6 +55,10 @@ type Node struct {
 	// running is gossip once started, for the gRPC server's goroutines.
 	running atomic.Pointer[gossip.Gossip]
 
+	// syncHook, if set, runs first in every inbound Sync (tests: an owner
+	// that holds a call unanswered).
+	syncHook atomic.Pointer[func(context.Context, *peerpb.SyncRequest)]
+
 	grpcServer *grpc.Server
 	health     *health.Server
 	lis        net.Listener
@@ -604,7 +608,12 @@ func (n *Node) sendAll(ctx context.Context, batches []*Batch) {
 }
 
 func (n *Node) send(ctx context.Context, b *Batch) {
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.CallTimeout)
+	timeout := n.cfg.CallTimeout
+	if n.cfg.Store == nil {
+		timeout = n.engine.CallDeadline(b) // a peer: given up early (calltimer.go)
+	}
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	size := proto.Size(b.Req)
 	n.m.syncBytes.Add(float64(size))
@@ -613,7 +622,15 @@ func (n *Node) send(ctx context.Context, b *Batch) {
 	n.m.batchReports.Observe(float64(b.Len()))
 	start := time.Now()
 	resp, err := n.call(ctx, b)
-	n.m.syncSeconds.Observe(time.Since(start).Seconds())
+	took := time.Since(start)
+	n.m.syncSeconds.Observe(took.Seconds())
+	switch {
+	case n.cfg.Store != nil:
+	case err == nil:
+		n.engine.CallAnswered(b, took)
+	case ctx.Err() == context.DeadlineExceeded && parent.Err() == nil:
+		n.engine.CallGivenUp()
+	}
 	now := n.cfg.Clock()
 	reports := b.Len()
 	if err == nil {
@@ -797,6 +814,9 @@ type server struct {
 }
 
 func (s *server) Sync(ctx context.Context, req *peerpb.SyncRequest) (*peerpb.SyncResponse, error) {
+	if h := s.n.syncHook.Load(); h != nil {
+		(*h)(ctx, req)
+	}
 	now := s.n.cfg.Clock()
 	var reqTag []byte
 	if s.n.auth.on() {

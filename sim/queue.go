@@ -17,6 +17,7 @@ type event struct {
 	fault  *Event    // timeline
 	park   *parked   // pending deadline
 	retry  *retry    // a client's retry
+	flight *flight   // a sync call's deadline
 }
 
 type evKind uint8
@@ -30,6 +31,7 @@ const (
 	evPendingDeadline
 	evRetry
 	evKick
+	evCallTimeout
 )
 
 // queue is a min-heap of events ordered by (at, seq).

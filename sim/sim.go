@@ -368,7 +368,7 @@ func (w *world) start(in *instance, announce bool) error {
 			Table:        w.tableConfig(),
 			Ring:         ring.DefaultConfig(),
 			SyncInterval: w.sc.Sync,
-			CallTimeout:  w.sc.Sync, // a call times out at the next tick
+			CallTimeout:  w.sc.Sync, // a call is given up at its deadline (Engine.CallDeadline), at most an interval after it was sent
 		})
 		if err != nil {
 			return fmt.Errorf("sim: %w", err)
@@ -462,6 +462,8 @@ func (w *world) dispatch(e *event) error {
 		w.pendingDeadline(e.park)
 	case evRetry:
 		w.retryRequest(e.retry)
+	case evCallTimeout:
+		w.callTimeout(e.flight)
 	case evKick:
 		if e.inst.gen == e.gen && e.inst.up {
 			e.inst.kickAt = 0
@@ -559,6 +561,9 @@ func (w *world) tick(in *instance) {
 			timedOut = true
 			f.done = true
 			w.stats.Timeouts++
+			if f.batch != nil {
+				in.eng.CallGivenUp()
+			}
 			w.fail(f)
 		} else {
 			open = true
@@ -713,6 +718,7 @@ func (w *world) sendBatches(in *instance, batches []*node.Batch) {
 	for _, b := range batches {
 		f := &flight{inst: in, gen: in.gen, sentAt: w.vt, batch: b}
 		in.round = append(in.round, f)
+		w.q.push(&event{at: w.vt + int64(in.eng.CallDeadline(b)), kind: evCallTimeout, flight: f})
 		w.send(&message{from: in, to: w.byName[b.Owner], flight: f, req: b.Req})
 	}
 }
@@ -807,6 +813,7 @@ func (w *world) deliver(m *message) {
 	case m.err != nil:
 		w.fail(f)
 	case f.batch != nil:
+		in.eng.CallAnswered(f.batch, time.Duration(w.vt-f.sentAt))
 		if err := in.eng.Apply(in.now(), f.batch, m.answer); err != nil {
 			w.stats.ApplyErrors++
 		}
@@ -823,6 +830,28 @@ func (w *world) deliver(m *message) {
 		// call that is lost or slow would hold them all until it times
 		// out, and a request waiting into the next window of a short
 		// tier would need a grant there too).
+		w.retryParked(in)
+	}
+	w.roundProgress(in)
+}
+
+// callTimeout gives up a sync call at its deadline (Engine.CallDeadline),
+// as the node's context deadline does: the call fails, the waiting
+// requests are decided again, and the round ends if it was the last call.
+func (w *world) callTimeout(f *flight) {
+	in := f.inst
+	if f.done || in.gen != f.gen || !in.up {
+		return
+	}
+	f.done = true
+	w.stats.Timeouts++
+	in.eng.CallGivenUp()
+	w.fail(f)
+	if in.leaving > 0 {
+		w.advanceLeave(in)
+		return
+	}
+	if !w.roundOver(in) {
 		w.retryParked(in)
 	}
 	w.roundProgress(in)
