@@ -154,7 +154,10 @@ type Engine struct {
 	local   localDict
 	resyncs atomic.Uint64
 	// calls sets when a sync call is given up (CallDeadline).
-	calls  callTimer
+	calls callTimer
+	// clock brings the members' clocks together (clock.go): every time the
+	// engine is given is read on it.
+	clock  clockSync
 	recvMu sync.Mutex
 	recv   map[string]*recvDict
 }
@@ -285,13 +288,13 @@ func (e *Engine) Owner() *counters.Owner { return e.owner }
 
 // Take decides a request from local memory: see counters.Table.Take.
 func (e *Engine) Take(now time.Time, limits []counters.Limit, cost int64) (counters.Decision, error) {
-	return e.table.Take(now, limits, cost)
+	return e.table.Take(e.clock.at(now), limits, cost)
 }
 
 // TakeAgain decides again a request whose decision was pending: see
 // counters.Table.TakeAgain.
 func (e *Engine) TakeAgain(now time.Time, limits []counters.Limit, cost int64) (counters.Decision, error) {
-	return e.table.TakeAgain(now, limits, cost)
+	return e.table.TakeAgain(e.clock.at(now), limits, cost)
 }
 
 // SetMembers installs a new membership view: the names of the members alive
@@ -299,6 +302,7 @@ func (e *Engine) TakeAgain(now time.Time, limits []counters.Limit, cost int64) (
 // (counting members gone for less than MaxPeriod, who may still be serving
 // behind a partition) and the owner's reserves.
 func (e *Engine) SetMembers(now time.Time, alive []string) {
+	now = e.clock.at(now)
 	e.setMembers(now, alive, true)
 }
 
@@ -421,6 +425,14 @@ func (e *Engine) isMember(name string) bool {
 // Handle answers a batch from another member: it validates the batch,
 // adds every report to the owner's totals and returns one total per report.
 func (e *Engine) Handle(now time.Time, req *peerpb.SyncRequest) (*peerpb.SyncResponse, error) {
+	resp, err := e.handle(e.clock.at(now), req)
+	if resp != nil {
+		resp.Clock = now.UnixNano() // this member's own clock, for the sender's estimate
+	}
+	return resp, err
+}
+
+func (e *Engine) handle(now time.Time, req *peerpb.SyncRequest) (*peerpb.SyncResponse, error) {
 	if err := e.validate(req); err != nil {
 		return nil, err
 	}
@@ -562,6 +574,7 @@ func fromWire(w *peerpb.Report) counters.Report {
 
 // Sweep drops expired windows from the table and the owner.
 func (e *Engine) Sweep(now time.Time) {
+	now = e.clock.at(now)
 	e.table.Sweep(now)
 	e.owner.Sweep(now)
 }

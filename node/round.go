@@ -24,6 +24,9 @@ type Batch struct {
 	// request's definitions were full): the batch claims no view, and so
 	// not that it carries every window this member holds a cap in.
 	partial bool
+	// sent is when the batch was prepared, on the member's own clock (for
+	// the clock estimate of clock.go).
+	sent time.Time
 }
 
 // Resyncs returns how many batches owners refused for want of dictionary
@@ -47,13 +50,25 @@ type ref struct {
 // changed), and merges the windows this member owns itself directly, with no
 // call. Batches are sorted by owner.
 func (e *Engine) Prepare(now time.Time) []*Batch {
+	raw := now
+	e.clock.update(e.cfg.Name, e.Members())
+	now = e.clock.at(raw)
 	e.updateQuorum(now)
 	// A batch that reaches MaxBatch leaves the rest for the next round,
 	// which walks the table from where the first one did (the series past
 	// the cap are not left out again).
-	return e.prepare(now, e.ring.Owner, e.ring.Version(), false, true, func(fn func(*counters.Entry) bool) {
+	return sentAt(raw, e.prepare(now, e.ring.Owner, e.ring.Version(), false, true, func(fn func(*counters.Entry) bool) {
 		e.table.RangeFrom(e.resume.Swap(0), fn)
-	})
+	}))
+}
+
+// sentAt records in each batch when it was prepared, on the member's own
+// clock.
+func sentAt(raw time.Time, bs []*Batch) []*Batch {
+	for _, b := range bs {
+		b.sent = raw
+	}
+	return bs
 }
 
 // PrepareAsking builds a sync asked for at once by pending decisions: like
@@ -65,14 +80,16 @@ func (e *Engine) Prepare(now time.Time) []*Batch {
 // such a batch acknowledges the answer that lowered them, and the owner
 // holds their old caps back until they report after it.
 func (e *Engine) PrepareAsking(now time.Time) []*Batch {
+	raw := now
+	now = e.clock.at(raw)
 	asking, riders := e.table.TakeAsking()
-	return e.prepare(now, e.ring.Owner, e.ring.Version(), false, false, func(fn func(*counters.Entry) bool) {
+	return sentAt(raw, e.prepare(now, e.ring.Owner, e.ring.Version(), false, false, func(fn func(*counters.Entry) bool) {
 		for _, en := range asking {
 			if !fn(en) {
 				return
 			}
 		}
-	}, riders...)
+	}, riders...))
 }
 
 // Handoff builds the batches a member sends as it leaves gracefully: every
@@ -98,7 +115,7 @@ func (e *Engine) Handoff(now time.Time) []*Batch {
 		e.newDict(m)
 	}
 	e.wireMu.Unlock()
-	bs := e.prepare(now, after.Owner, 0, true, false, e.table.Range)
+	bs := sentAt(now, e.prepare(e.clock.at(now), after.Owner, 0, true, false, e.table.Range))
 	has := map[string]bool{}
 	for _, b := range bs {
 		b.Req.Leaving = true
@@ -552,6 +569,10 @@ func (sp *spares[T]) put(b []T) {
 
 // Apply records an owner's answer to a batch.
 func (e *Engine) Apply(now time.Time, b *Batch, resp *peerpb.SyncResponse) error {
+	if resp != nil {
+		e.clock.sample(b.Owner, resp.Clock, b.sent, now)
+	}
+	now = e.clock.at(now)
 	if b.enc != nil && resp != nil {
 		return e.applyPacked(now, b, resp)
 	}
@@ -638,6 +659,7 @@ func apply(t *counters.Table, nowNs int64, r *ref, a *counters.Answer, from coun
 // Fail returns a batch's demand to its windows after a failed call; the
 // counts themselves are cumulative and go again in the next batch.
 func (e *Engine) Fail(now time.Time, b *Batch) {
+	now = e.clock.at(now)
 	if l := (*e.links.Load())[b.Owner]; l != nil {
 		l.uncovered.Store(true) // its riders' reports are lost
 	}

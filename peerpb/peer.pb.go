@@ -492,7 +492,12 @@ type SyncResponse struct {
 	// only to a member whose last answer said so (the first batch to a new
 	// member is unpacked), so that members of different versions keep
 	// syncing during a rolling upgrade or a downgrade.
-	PackedOk      bool `protobuf:"varint,6,opt,name=packed_ok,json=packedOk,proto3" json:"packed_ok,omitempty"`
+	PackedOk bool `protobuf:"varint,6,opt,name=packed_ok,json=packedOk,proto3" json:"packed_ok,omitempty"`
+	// clock is the owner's clock (Unix nanoseconds, as it reads it, not
+	// corrected) when it handled the request; 0 if not given. The sender
+	// estimates from it how far the owner's clock is from its own
+	// (node/clock.go), so that the members' windows begin together.
+	Clock         int64 `protobuf:"varint,7,opt,name=clock,proto3" json:"clock,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -567,6 +572,13 @@ func (x *SyncResponse) GetPackedOk() bool {
 		return x.PackedOk
 	}
 	return false
+}
+
+func (x *SyncResponse) GetClock() int64 {
+	if x != nil {
+		return x.Clock
+	}
+	return 0
 }
 
 type Total struct {
@@ -699,14 +711,15 @@ const file_peer_proto_rawDesc = "" +
 	"\x16known_from_incarnation\x18\x0f \x01(\x04R\x14knownFromIncarnation\x12\x14\n" +
 	"\x05carry\x18\x10 \x01(\bR\x05carry\x12\x19\n" +
 	"\bcap_from\x18\x11 \x01(\tR\acapFrom\x120\n" +
-	"\x14cap_from_incarnation\x18\x12 \x01(\x04R\x12capFromIncarnation\"\xbc\x01\n" +
+	"\x14cap_from_incarnation\x18\x12 \x01(\x04R\x12capFromIncarnation\"\xd2\x01\n" +
 	"\fSyncResponse\x12+\n" +
 	"\x06totals\x18\x01 \x03(\v2\x13.peerlimit.v1.TotalR\x06totals\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x16\n" +
 	"\x06packed\x18\x04 \x01(\fR\x06packed\x12\x16\n" +
 	"\x06resync\x18\x05 \x01(\rR\x06resync\x12\x1b\n" +
-	"\tpacked_ok\x18\x06 \x01(\bR\bpackedOk\"~\n" +
+	"\tpacked_ok\x18\x06 \x01(\bR\bpackedOk\x12\x14\n" +
+	"\x05clock\x18\a \x01(\x03R\x05clock\"~\n" +
 	"\x05Total\x12\x16\n" +
 	"\x06global\x18\x01 \x01(\x03R\x06global\x12\x14\n" +
 	"\x05grant\x18\x02 \x01(\x03R\x05grant\x12\x1b\n" +
