@@ -10,7 +10,8 @@ import (
 // Slot is the state of one window of one counter series on this instance.
 // It holds what the decision needs and what the sync protocol reports and
 // learns. All counts are in cost units. Its fields are ordered so that the
-// narrow ones share words: a table holds two slots per series (see
+// narrow ones share words: a table holds one slot per series, its current
+// window's, and keeps the previous window in a shorter form (past; see
 // TestStructSizes).
 type Slot struct {
 	// Start is the window's start in Unix nanoseconds.
@@ -142,9 +143,9 @@ func (v stamp) at(start int64) int64 {
 // any access from outside a Take. A table holds a million of them: the
 // fields are ordered so that the narrow ones share words, what the series
 // of one tier share (endpoint, method, period) is held once, by the table,
-// behind sc, and the previous window's slot is held apart, only from the
-// time a window that held anything was followed by the next (see prev and
-// TestStructSizes).
+// behind sc, and the previous window is held apart, in the short form of a
+// window that is over (past), only from the time a window that held
+// anything was followed by the next (see prev and TestStructSizes).
 type Entry struct {
 	mu sync.Mutex
 
@@ -163,15 +164,93 @@ type Entry struct {
 	// why.
 	asking askState
 
-	// prev is the previous window's slot, allocated the first time the
-	// entry moves on from a window that held anything to the one right
-	// after it (advance), and kept for the entry's life (cleared when the
-	// window before cur held nothing). nil reads as an empty slot that
-	// starts one period before cur. A series seen in one window, or in
-	// windows apart, so holds 96 bytes fewer (see TestHeapPerSeries).
-	prev *Slot
+	// prev is the previous window, which starts one period before cur,
+	// allocated the first time the entry moves on from a window that held
+	// anything to the one right after it (advance), and kept for the
+	// entry's life (cleared when the window before cur held nothing). nil
+	// reads as an empty slot. A series seen in one window, or in windows
+	// apart, so holds 64 bytes fewer (see TestHeapPerSeries).
+	prev *past
 	cur  Slot
 }
+
+// past is the slot of a window that is over, as an entry keeps its
+// previous window: what the sync reports for it and what a sliding tier
+// weighs of it, in 64 bytes where a Slot takes 88 (a 96-byte allocation).
+// Its start is implied (one period before the current window's). It keeps
+// no Spare or Informed, which only decisions in the window read, and of
+// GlobalAt only whether Global arrived. A grant and a fallback exclude each
+// other (a fallback begins only in a slot without a grant, and a grant ends
+// it), so one word holds either the grant or the fallback's membership.
+type past struct {
+	own, acked, global, demand int64
+	// granted is Slot.Granted, or under a fallback without a grant
+	// FallbackMembers<<16 | FallbackIndex.
+	granted         int64
+	grantedAt       int64
+	epoch           uint32
+	grantFrom, from PeerID
+	flags           pastFlags
+}
+
+// pastFlags are a past's booleans.
+type pastFlags uint8
+
+const (
+	pastHasGrant pastFlags = 1 << iota
+	pastCarry
+	pastFallback
+	pastAnswered // GlobalAt != 0
+)
+
+// keep records s in p.
+func (p *past) keep(s *Slot) {
+	var f pastFlags
+	if s.HasGrant {
+		f |= pastHasGrant
+	}
+	if s.Carry {
+		f |= pastCarry
+	}
+	if s.Fallback {
+		f |= pastFallback
+	}
+	if s.globalAt != 0 {
+		f |= pastAnswered
+	}
+	granted := s.Granted
+	if s.Fallback && !s.HasGrant {
+		granted = int64(s.FallbackMembers)<<16 | int64(s.FallbackIndex)
+	}
+	*p = past{
+		own: s.Own, acked: s.Acked, global: s.Global, demand: s.Demand,
+		granted: granted, grantedAt: s.grantedAt,
+		epoch: s.Epoch, grantFrom: s.GrantFrom, from: s.From,
+		flags: f,
+	}
+}
+
+// load fills s with the slot p keeps of the window that starts at start.
+// A Global that arrived reads as having arrived at the window's start.
+func (p *past) load(s *Slot, start int64) {
+	f := p.flags
+	*s = Slot{
+		Start: start, Own: p.own, Acked: p.acked, Global: p.global, Demand: p.demand,
+		Granted: p.granted, grantedAt: p.grantedAt,
+		Epoch: p.epoch, GrantFrom: p.grantFrom, From: p.from,
+		HasGrant: f&pastHasGrant != 0, Carry: f&pastCarry != 0, Fallback: f&pastFallback != 0,
+	}
+	if f&pastAnswered != 0 {
+		s.globalAt = stampAt(start, start)
+	}
+	if s.Fallback && !s.HasGrant {
+		s.Granted = 0
+		s.FallbackMembers, s.FallbackIndex = uint16(p.granted>>16), uint16(p.granted)
+	}
+}
+
+// unreported returns own - acked.
+func (p *past) unreported() int64 { return p.own - p.acked }
 
 // scope is what the series of one tier share: endpoint, method, period
 // and the hash of the three (see Limit.Prepare). A table interns one per
@@ -262,23 +341,29 @@ func (e *Entry) advance(now int64, t *Table) bool {
 			}
 		}
 	} else if e.prev != nil {
-		*e.prev = Slot{Start: start - period}
+		*e.prev = past{}
 	}
 	e.cur = next
 	return true
 }
 
 // keepPrev makes the current window's slot the previous window's, when the
-// next window begins where it ends: into prev, which it allocates if cur
-// holds anything (an empty slot needs no place: nil reads as one).
-func (e *Entry) keepPrev() {
-	switch {
-	case e.prev != nil:
-		*e.prev = e.cur
-	case e.cur != Slot{Start: e.cur.Start}:
-		p := e.cur
-		e.prev = &p
+// next window begins where it ends.
+func (e *Entry) keepPrev() { e.keep(&e.cur) }
+
+// keep records s as the previous window's slot: into prev, which it
+// allocates if s holds anything prev keeps (an empty slot needs no place:
+// nil reads as one).
+func (e *Entry) keep(s *Slot) {
+	var p past
+	p.keep(s)
+	if e.prev == nil {
+		if p == (past{}) {
+			return
+		}
+		e.prev = new(past)
 	}
+	*e.prev = p
 }
 
 // weight returns the share of the previous window still inside the sliding
@@ -306,7 +391,7 @@ func weighted(n int64, w float64) int64 {
 func (e *Entry) view(now int64, cost int64, members, index int) View {
 	var prevGlobal, prevOwn int64
 	if w := e.weight(now); w > 0 && e.prev != nil {
-		prevGlobal, prevOwn = weighted(e.prev.Global+e.prev.Unreported(), w), weighted(e.prev.Own, w)
+		prevGlobal, prevOwn = weighted(e.prev.global+e.prev.unreported(), w), weighted(e.prev.own, w)
 	}
 	return View{
 		Threshold:  e.threshold,
@@ -336,7 +421,7 @@ func (e *Entry) retryAfter(now int64, v *View) time.Duration {
 	if e.alg == Sliding && v.PrevGlobal > 0 && e.prev != nil { // a weighted PrevGlobal comes from prev
 		curUsed := v.Global + v.Own - v.Acked
 		room := v.Threshold - curUsed - v.Cost
-		prevTotal := e.prev.Global + e.prev.Unreported()
+		prevTotal := e.prev.global + e.prev.unreported()
 		if room >= 0 && prevTotal > 0 {
 			// prevTotal * (period - elapsed') / period <= room
 			need := int64(float64(period) * (1 - float64(room)/float64(prevTotal)))
@@ -370,37 +455,56 @@ func (e *Entry) Unlock() { e.mu.Unlock() }
 // locked.
 func (e *Entry) Current() *Slot { return &e.cur }
 
-// Previous returns the slot of the previous window, or nil if the entry
-// holds none: no window of the series that held anything has yet been
-// followed by the next, and its previous window, one period before the
-// current one, is as empty as a slot never written (Slot brings one into
-// being). The entry must be locked.
-func (e *Entry) Previous() *Slot { return e.prev }
+// Previous fills buf with the slot of the previous window and returns it,
+// or returns nil if the entry holds none: no window of the series that held
+// anything has yet been followed by the next, and its previous window, one
+// period before the current one, is as empty as a slot never written. The
+// slot is a copy (see past for what it keeps): Store keeps what the caller
+// records in it. The entry must be locked.
+func (e *Entry) Previous(buf *Slot) *Slot {
+	if e.prev == nil {
+		return nil
+	}
+	e.prev.load(buf, e.cur.Start-e.sc.period)
+	return buf
+}
 
 // Slot returns the slot of the window starting at start, or nil if the
-// entry no longer (or not yet) holds it. For the previous window it
-// allocates the slot if the entry holds none (see Previous), so that what
-// the caller records there stays. The entry must be locked.
-func (e *Entry) Slot(start int64) *Slot {
+// entry no longer (or not yet) holds it: the current window's own, or for
+// the previous window a copy in buf (an empty one if the entry holds none,
+// see Previous), whose changes Store keeps. The entry must be locked.
+func (e *Entry) Slot(start int64, buf *Slot) *Slot {
 	switch {
 	case start == e.cur.Start:
 		return &e.cur
-	case e.prev != nil:
-		if start == e.prev.Start {
-			return e.prev
-		}
 	case start == e.cur.Start-e.sc.period:
-		e.prev = &Slot{Start: start}
-		return e.prev
+		if e.prev == nil {
+			*buf = Slot{Start: start}
+		} else {
+			e.prev.load(buf, start)
+		}
+		return buf
 	}
 	return nil
+}
+
+// Store keeps what the caller recorded in a slot that Slot or Previous
+// returned: nothing to do for the current window's, which is the entry's
+// own; a copy of the previous window's is recorded there (allocating its
+// place if the entry held none and the slot holds anything it keeps). A
+// slot of any other window is ignored. The entry must be locked, since
+// before Slot or Previous returned s.
+func (e *Entry) Store(s *Slot) {
+	if s != &e.cur && s.Start == e.cur.Start-e.sc.period {
+		e.keep(s)
+	}
 }
 
 // unreported returns the counts of both windows not yet reported.
 func (e *Entry) unreported() int64 {
 	n := e.cur.Unreported()
 	if e.prev != nil {
-		n += e.prev.Unreported()
+		n += e.prev.unreported()
 	}
 	return n
 }

@@ -250,7 +250,7 @@ func ackAll(tb *Table) {
 		e.Lock()
 		e.cur.Acked = e.cur.Own
 		if e.prev != nil {
-			e.prev.Acked = e.prev.Own
+			e.prev.acked = e.prev.own
 		}
 		e.Unlock()
 		return true

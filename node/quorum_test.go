@@ -73,7 +73,8 @@ func ownOf(n *Node, l counters.Limit) int64 {
 	e.Lock()
 	defer e.Unlock()
 	own := e.Current().Own
-	if p := e.Previous(); p != nil {
+	var buf counters.Slot
+	if p := e.Previous(&buf); p != nil {
 		own += p.Own
 	}
 	return own

@@ -55,7 +55,7 @@ func TestReleasedBatchBuffersAreReused(t *testing.T) {
 		for _, l := range limits {
 			en := e.Table().Get(l.Tenant, l.Endpoint, l.Method, l.Period)
 			en.Lock()
-			s := en.Slot(counters.WindowStart(now.UnixNano(), int64(l.Period)))
+			s := en.Slot(counters.WindowStart(now.UnixNano(), int64(l.Period)), new(counters.Slot))
 			got := s.Global
 			en.Unlock()
 			if got != int64(round) {

@@ -331,7 +331,9 @@ func (r *round) series(en *counters.Entry, owner string) {
 		return
 	}
 	var b *Batch // the owner's batch; nil while none is needed yet, or for the windows this member owns
-	for _, s := range [2]*counters.Slot{en.Previous(), en.Current()} {
+	var buf counters.Slot
+	prev := en.Previous(&buf) // a copy: Store keeps the demand put in flight below
+	for _, s := range [2]*counters.Slot{prev, en.Current()} {
 		if s == nil {
 			continue // the previous window held nothing (Entry.Previous)
 		}
@@ -391,6 +393,9 @@ func (r *round) series(en *counters.Entry, owner string) {
 			b.Req.Reports = append(b.Req.Reports, toWire(&rep))
 		}
 		s.Demand = 0 // in flight; Fail puts it back
+	}
+	if prev != nil {
+		en.Store(prev)
 	}
 }
 
@@ -622,7 +627,8 @@ func touch(refs []ref) {
 func apply(t *counters.Table, nowNs int64, r *ref, a *counters.Answer, from counters.PeerID) (own int64) {
 	r.e.Lock()
 	defer r.e.Unlock()
-	s := r.e.Slot(r.start)
+	var buf counters.Slot
+	s := r.e.Slot(r.start, &buf)
 	if s == nil {
 		return 0 // the window rolled away meanwhile
 	}
@@ -653,6 +659,7 @@ func apply(t *counters.Table, nowNs int64, r *ref, a *counters.Answer, from coun
 		s.GrantFrom = from
 	}
 	s.Spare, s.Informed = a.Spare, r.demand > 0
+	r.e.Store(s) // a copy, if the answer is for the previous window
 	return s.Own
 }
 
@@ -666,8 +673,10 @@ func (e *Engine) Fail(now time.Time, b *Batch) {
 	for i := range b.refs {
 		r := &b.refs[i]
 		r.e.Lock()
-		if s := r.e.Slot(r.start); s != nil {
+		var buf counters.Slot
+		if s := r.e.Slot(r.start, &buf); s != nil {
 			s.Demand += r.demand
+			r.e.Store(s)
 		}
 		r.e.Unlock()
 	}

@@ -127,7 +127,8 @@ func slotOf(n *Node, l counters.Limit, start int64) (global, own int64) {
 	}
 	e.Lock()
 	defer e.Unlock()
-	s := e.Slot(start)
+	var buf counters.Slot
+	s := e.Slot(start, &buf)
 	if s == nil {
 		return 0, 0
 	}

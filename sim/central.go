@@ -36,7 +36,9 @@ func (w *world) prepareCentral(in *instance, now time.Time) {
 			return true
 		}
 		tenant, endpoint, method, period := en.Identity()
-		for _, s := range [2]*counters.Slot{en.Previous(), en.Current()} {
+		var buf counters.Slot
+		prev := en.Previous(&buf) // a copy: Store keeps the demand put in flight below
+		for _, s := range [2]*counters.Slot{prev, en.Current()} {
 			if s == nil {
 				continue // the previous window held nothing (Entry.Previous)
 			}
@@ -50,6 +52,9 @@ func (w *world) prepareCentral(in *instance, now time.Time) {
 				sentOwn: s.Own, demand: s.Demand,
 			})
 			s.Demand = 0
+		}
+		if prev != nil {
+			en.Store(prev)
 		}
 		return true
 	})
@@ -68,7 +73,8 @@ func (w *world) prepareCentral(in *instance, now time.Time) {
 		in.round = append(in.round, f)
 		f.entry.Lock()
 		acked := int64(0)
-		if s := f.entry.Slot(f.key.WindowStart); s != nil {
+		var buf counters.Slot
+		if s := f.entry.Slot(f.key.WindowStart, &buf); s != nil {
 			acked = s.Acked
 		}
 		f.entry.Unlock()
@@ -98,11 +104,13 @@ func (w *world) handleStore(m *message) {
 func (w *world) applyCentral(f *flight, total int64) {
 	f.entry.Lock()
 	defer f.entry.Unlock()
-	s := f.entry.Slot(f.key.WindowStart)
+	var buf counters.Slot
+	s := f.entry.Slot(f.key.WindowStart, &buf)
 	if s == nil {
 		return // the window rolled away meanwhile
 	}
 	s.Acked = max(s.Acked, f.sentOwn)
 	s.Global = total
 	s.SetGlobalAt(f.inst.now().UnixNano())
+	f.entry.Store(s)
 }

@@ -730,8 +730,10 @@ func (w *world) fail(f *flight) {
 		return
 	}
 	f.entry.Lock()
-	if s := f.entry.Slot(f.key.WindowStart); s != nil {
+	var buf counters.Slot
+	if s := f.entry.Slot(f.key.WindowStart, &buf); s != nil {
 		s.Demand += f.demand
+		f.entry.Store(s)
 	}
 	f.entry.Unlock()
 }
