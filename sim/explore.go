@@ -155,6 +155,9 @@ type Exploration struct {
 	LeaseWorseCount     int
 	LeaseWorseWindows   int
 	LeaseWorseScenarios int
+	// UnderFamilies counts, by family (indexed by Family), lease's windows
+	// that undershoot the safe reference by more than its target.
+	UnderFamilies [numFamilies]int
 	// Anomalies lists runs the simulator flagged: answers Apply refused or
 	// series evicted (both should never happen).
 	Anomalies []string
@@ -267,12 +270,60 @@ type Gap struct {
 const exploreGaps = 10
 
 // outcome is what one scenario gave, reduced to what the summary needs.
+// A Family is a kind of window that a target miss may belong to; a window
+// may belong to several.
+type Family int
+
+const (
+	// FamilySmall: a limit under 20, where one request is 5% or more.
+	FamilySmall Family = iota
+	// FamilyShort: a tier shorter than 3 sync intervals.
+	FamilyShort
+	// FamilySmallOrShort: either of the two.
+	FamilySmallOrShort
+	// FamilySliding: a sliding tier.
+	FamilySliding
+	// FamilyFixedFault: a fixed tier whose window a fault touched.
+	FamilyFixedFault
+	// FamilyLarge: a limit of 50 or more and a tier of 3 intervals or more.
+	FamilyLarge
+	// FamilyOther: none of the above.
+	FamilyOther
+	numFamilies
+)
+
+var familyNames = [numFamilies]string{
+	FamilySmall:        "limit under 20",
+	FamilyShort:        "tier under 3 sync intervals",
+	FamilySmallOrShort: "either of those two",
+	FamilySliding:      "sliding",
+	FamilyFixedFault:   "fixed, with a fault",
+	FamilyLarge:        "limit >= 50 and tier >= 3 intervals",
+	FamilyOther:        "none of these",
+}
+
+func (f Family) String() string { return familyNames[f] }
+
+// families returns the families of window w of scenario sc.
+func families(ref *reference, sc *Scenario, w Window) (fs [numFamilies]bool) {
+	tier, start, ok := ref.window(w)
+	fs[FamilySmall] = w.Limit < 20
+	fs[FamilyShort] = ok && tier.Period < 3*sc.Sync
+	fs[FamilySmallOrShort] = fs[FamilySmall] || fs[FamilyShort]
+	fs[FamilySliding] = ok && tier.Algorithm == counters.Sliding
+	fs[FamilyFixedFault] = ok && !fs[FamilySliding] && ref.faulted(start, tier.Period)
+	fs[FamilyLarge] = ok && w.Limit >= 50 && tier.Period >= 3*sc.Sync
+	fs[FamilyOther] = !fs[FamilySmallOrShort] && !fs[FamilySliding] && !fs[FamilyFixedFault] && !fs[FamilyLarge]
+	return fs
+}
+
 type outcome struct {
 	err      error
 	cpu      time.Duration
 	policies []policyOutcome
 	worst    [numMetrics]Case // lease's worst window per metric
 	hasLease bool
+	families [numFamilies]int // lease's windows under the safe reference, by family
 	gaps     []Gap
 	compared int
 	anomaly  []string
@@ -355,6 +406,9 @@ func Explore(cfg ExploreConfig) (*Exploration, error) {
 				e.Worst[m] = append(e.Worst[m], o.worst[m])
 			}
 		}
+		for f := range numFamilies {
+			e.UnderFamilies[f] += o.families[f]
+		}
 		e.LeaseWorse = append(e.LeaseWorse, o.gaps...)
 		e.LeaseWorseCount += len(o.gaps)
 		e.LeaseWorseWindows += o.compared
@@ -415,6 +469,14 @@ func exploreOne(cfg ExploreConfig, i int) outcome {
 		for k, w := range r.Windows {
 			wm, reqs := windowMetrics(w, safe[k])
 			if p == Lease {
+				if misses(w, wm)[TargetUndershootSafe] {
+					fs := families(ref, sc, w)
+					for f, in := range fs {
+						if in {
+							o.families[f]++
+						}
+					}
+				}
 				for m := range numMetrics {
 					c := Case{Index: i, Name: name, Value: wm[m], Requests: reqs[m], Window: w, Safe: safe[k]}
 					if !o.hasLease || worse(c, o.worst[m]) < 0 {
@@ -480,9 +542,20 @@ func distribution(v []float32) Dist {
 	return Dist{Median: rank(0.5), P99: rank(0.99), Worst: round3(float64(v[len(v)-1]))}
 }
 
+// policy returns the summary of policy p, or nil if it was not run.
+func (e *Exploration) policy(p Policy) *PolicySummary {
+	for i := range e.Policies {
+		if e.Policies[i].Policy == p {
+			return &e.Policies[i]
+		}
+	}
+	return nil
+}
+
 // Summary writes the exploration's tables: per policy, the distribution of
 // every metric over the complete windows, the windows where lease did
-// worse than static, and the lease policy's worst scenarios per metric
+// worse than static, lease's windows under the safe reference by family,
+// and the lease policy's worst scenarios per metric
 // (names and worst windows; CaseText gives their files). The same
 // exploration always writes the same text.
 func (e *Exploration) Summary(w io.Writer) error {
@@ -520,6 +593,12 @@ func (e *Exploration) Summary(w io.Writer) error {
 				pw.printf(" %d (%.2f%%) |", row.Beyond[t], 100*float64(row.Beyond[t])/float64(max(row.Windows, 1)))
 			}
 			pw.printf("\n")
+		}
+	}
+	if lease := e.policy(Lease); lease != nil {
+		pw.printf("\nlease's %d windows under the safe reference by more than 5%%, by family (a window may be in several):\n", lease.Rows[ClassAll].Beyond[TargetUndershootSafe])
+		for f := range numFamilies {
+			pw.printf("  %s: %d\n", f, e.UnderFamilies[f])
 		}
 	}
 	pw.printf("\nsync messages:")

@@ -344,3 +344,38 @@ func TestExploreNoSkew(t *testing.T) {
 		t.Errorf("%s's file without NoSkew lacks its skew line:\n%s", name, text)
 	}
 }
+
+// TestExploreFamilies: the families of lease's windows under the safe
+// reference are counted from those windows: every window is in one, none
+// holds more than all of them, "either" is the union of small and short,
+// and the summary prints them.
+func TestExploreFamilies(t *testing.T) {
+	e, err := Explore(ExploreConfig{Seed: 11, Scenarios: 4, Workers: 2, Policies: []Policy{Lease}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	under := e.Policies[0].Rows[ClassAll].Beyond[TargetUndershootSafe]
+	f := e.UnderFamilies
+	if under == 0 {
+		t.Fatal("no window under the reference: seed 11's first scenarios have some")
+	}
+	if cover := f[FamilySmallOrShort] + f[FamilySliding] + f[FamilyFixedFault] + f[FamilyLarge] + f[FamilyOther]; cover < under {
+		t.Errorf("families %v cover %d windows of the %d under: every window is in one", f, cover, under)
+	}
+	for fam, n := range f {
+		if n > under {
+			t.Errorf("%s: %d windows, more than the %d under", Family(fam), n, under)
+		}
+	}
+	if u := f[FamilySmallOrShort]; u < max(f[FamilySmall], f[FamilyShort]) || u > f[FamilySmall]+f[FamilyShort] {
+		t.Errorf("either %d, small %d, short %d: not their union", u, f[FamilySmall], f[FamilyShort])
+	}
+	var b bytes.Buffer
+	if err := e.Summary(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("  %s: %d\n", FamilyOther, f[FamilyOther])
+	if !strings.Contains(b.String(), "by family") || !strings.Contains(b.String(), want) {
+		t.Errorf("the summary lacks the families (%q):\n%s", want, b.String())
+	}
+}
