@@ -666,7 +666,6 @@ func apply(t *counters.Table, nowNs int64, r *ref, a *counters.Answer, from coun
 // Fail returns a batch's demand to its windows after a failed call; the
 // counts themselves are cumulative and go again in the next batch.
 func (e *Engine) Fail(now time.Time, b *Batch) {
-	now = e.clock.at(now)
 	if l := (*e.links.Load())[b.Owner]; l != nil {
 		l.uncovered.Store(true) // its riders' reports are lost
 	}
