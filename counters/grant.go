@@ -46,6 +46,12 @@ import (
 // appears or grows), and r gets its part as far as the caps the others
 // still hold leave room. The others converge to their part at their next
 // report.
+//
+// When nothing is free but members in contact that have not reported in
+// the window carried caps beyond what their demand at their last report
+// needs, r is told that much may come (Spare, at most its near-term need):
+// those caps come back at the members' first reports, within an interval,
+// so r's request waits for them instead of being refused at once.
 func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, spare int64) {
 	period := int64(key.Period)
 	prev := w.series.window(key.WindowStart - period)
@@ -128,7 +134,14 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	spare = max(0, free-sums.needs)
 	g = estR
 	if free <= 0 {
+		// Nothing is free. What members that have not reported here
+		// carried beyond their demand comes back at their first reports,
+		// within an interval: r may wait for it. Under overload nothing
+		// comes back, and r is refused at once.
 		spare = 0
+		if needSoonR > 0 {
+			spare = min(sums.silentExcess, needSoonR)
+		}
 	} else {
 		unallocated := spare - spare*sums.needy/max(sums.needy, int64(gc.n))
 		fair := fairShare(free-unallocated, ri, gc.soon, float64(gc.left), &o.scratch)
@@ -237,6 +250,7 @@ func (gc *grantContext) est(s, ps *originState) int64 {
 type memberSlot struct {
 	kind              slotKind
 	unknown, settling bool    // it may hold caps another owner granted (see grant)
+	inContact         bool    // silent: it is in contact, so it reports within an interval
 	ver               uint64  // the count of changes of its contact record it was taken at
 	flipAt            int64   // when it falls out of contact unless it acknowledges an answer
 	x                 int64   // firm: the cap it holds; silent: the cap it carried
@@ -341,9 +355,9 @@ func (o *Owner) refreshIn(w, prev *ownerWindow, name string) {
 func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originState) {
 	at := gc.mw.at[i]
 	cr, alive := o.members.contact[at], o.members.isAlive[at]
-	sl.kind, sl.unknown, sl.settling = slotSilent, false, false
+	sl.kind, sl.unknown, sl.settling, sl.inContact = slotSilent, false, false, false
 	sl.ver, sl.flipAt = o.members.vers[at], math.MaxInt64
-	sl.x, sl.static, sl.cur, sl.prev = 0, 0, 0, 0
+	sl.x, sl.static, sl.cur, sl.prev, sl.instant = 0, 0, 0, 0, 0
 	if s != nil {
 		sl.cur = s.total()
 	}
@@ -381,7 +395,7 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 		return
 	}
 	if ps != nil && o.carries(ps, cr) && c >= gc.start-int64(CarryWithin(o.cfg.Contact))-gc.contactT {
-		sl.x = o.capNow(ps, cr)
+		sl.x, sl.instant, sl.inContact = o.capNow(ps, cr), ps.instant, inContact
 	}
 	// Another owner may have granted it a cap in this window if it lost
 	// contact during the window (unless this owner owned the series in all
@@ -403,6 +417,7 @@ type slotSums struct {
 	e                 int64 // the estimates of those in reach
 	out               int64 // the caps they hold beyond their estimates
 	excess            int64 // and beyond what their near-term demand needs
+	silentExcess      int64 // caps carried by silent members beyond their demand's need
 	needs             int64 // their needs over the rest of the window, r's included
 	needy             int64 // how many have demand, r included
 }
@@ -456,6 +471,12 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 			t.firm += max(s.x, e, s.static)
 		case slotSilent:
 			t.silent += max(s.x, e, s.static)
+			// A carried cap beyond what the member's demand at its last
+			// report needs comes back at its first report here, within an
+			// interval if it is in contact.
+			if s.inContact {
+				t.silentExcess += max(0, s.x-e-int64(math.Ceil(s.instant*gc.soon)))
+			}
 		case slotReach:
 			out := max(0, s.capNow-e)
 			t.e += e

@@ -325,6 +325,59 @@ func TestOwnerCarriesGrantsOfBusyMembers(t *testing.T) {
 	}
 }
 
+// TestOwnerAskerWaitsForIdleCarriedCaps: a member whose traffic moved away
+// carried its cap into the next window (it admitted in the window before,
+// and its grant carries); the member the traffic moved to asks there before
+// the idle one reports. Nothing is free, but the idle member's carried cap
+// comes back at its first report: the asker is told budget may come
+// (Spare), so its request waits instead of being refused at once. When the
+// carrier still had demand at its last report, or is out of contact,
+// nothing is said to come.
+func TestOwnerAskerWaitsForIdleCarriedCaps(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		demand    int64 // the carrier's demand at its last report
+		cut       bool  // the carrier is out of contact in the next window
+		wantSpare bool
+	}{
+		{"idle carrier", 0, false, true},
+		{"busy carrier", 30, false, false},
+		{"idle carrier out of contact", 0, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOwner(OwnerConfig{Lease: true, Self: "o", Interval: 200 * time.Millisecond, Contact: time.Second})
+			o.SetMembers(base, []string{"a", "b"}, nil)
+			a, b := &member{name: "a"}, &member{name: "b"}
+			k := ownerKey()
+			beat(o, 100*time.Millisecond, 9700*time.Millisecond, a, b)
+			a.own = 100
+			a.sync(o, at(9700*time.Millisecond), k, 100, 150) // a spent the limit
+			a.own = 100
+			if ans := a.sync(o, at(9900*time.Millisecond), k, 100, tc.demand); !ans.Carry {
+				t.Fatalf("a's last answer %+v: want its grant to carry", ans)
+			}
+			next := k
+			next.WindowStart += int64(k.Period)
+			if tc.cut {
+				beat(o, 10*time.Second, 11500*time.Millisecond, b) // a falls out of contact
+			} else {
+				beat(o, 10*time.Second, 10100*time.Millisecond, a, b)
+			}
+			now := at(10100 * time.Millisecond)
+			if tc.cut {
+				now = at(11500 * time.Millisecond)
+			}
+			ans := b.sync(o, now, next, 100, 20)
+			if ans.Grant > 0 {
+				t.Fatalf("b before a reports: grant %d, want 0 (a's carried cap of 100 is reserved)", ans.Grant)
+			}
+			if got := ans.Spare > 0; got != tc.wantSpare {
+				t.Errorf("b's answer %+v: budget may come = %v, want %v", ans, got, tc.wantSpare)
+			}
+		})
+	}
+}
+
 func TestFairShareIsExact(t *testing.T) {
 	mk := func(rates ...float64) []*originState {
 		var ss []*originState
