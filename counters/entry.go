@@ -500,6 +500,17 @@ func (e *Entry) Store(s *Slot) {
 	}
 }
 
+// AddDemand adds d to the demand of the window starting at start, if the
+// entry still holds it: the demand of a report whose call failed, put back
+// for the next one. The entry must be locked.
+func (e *Entry) AddDemand(start, d int64) {
+	var buf Slot
+	if s := e.Slot(start, &buf); s != nil {
+		s.Demand += d
+		e.Store(s)
+	}
+}
+
 // unreported returns the counts of both windows not yet reported.
 func (e *Entry) unreported() int64 {
 	n := e.cur.Unreported()

@@ -115,7 +115,7 @@ func (c *clockSync) sample(peer string, peerNs int64, sent, recv time.Time) {
 }
 
 // update sets the shift to the median of the offsets of the members alive
-// (self, at 0, among them) and forgets the offsets of the others.
+// (sorted; self, at 0, among them) and forgets the offsets of the others.
 func (c *clockSync) update(self string, alive []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -126,7 +126,7 @@ func (c *clockSync) update(self string, alive []string) {
 		}
 	}
 	for m := range c.peers {
-		if !slices.Contains(alive, m) {
+		if _, ok := slices.BinarySearch(alive, m); !ok {
 			delete(c.peers, m)
 		}
 	}

@@ -73,7 +73,7 @@ func TestClockSyncSamples(t *testing.T) {
 	c.sample("a", sent.Add(time.Hour).UnixNano(), sent, sent.Add(time.Millisecond))  // an hour off
 	c.sample("b", sent.Add(5*time.Second).UnixNano(), sent, sent.Add(2*time.Second)) // a call of 2 s
 	c.sample("c", 0, sent, sent.Add(time.Millisecond))                               // no clock given
-	c.update("self", []string{"self", "a", "b", "c"})
+	c.update("self", []string{"a", "b", "c", "self"})
 	if d := c.shift.Load(); d != 0 {
 		t.Fatalf("shift %v from samples that should be ignored, want 0", time.Duration(d))
 	}
@@ -83,7 +83,7 @@ func TestClockSyncSamples(t *testing.T) {
 	c.sample("a", sent.Add(10*time.Millisecond+500*time.Microsecond).UnixNano(), sent, sent.Add(time.Millisecond))
 	c.sample("b", sent.Add(10*time.Millisecond+500*time.Microsecond).UnixNano(), sent, sent.Add(time.Millisecond))
 	c.sample("c", sent.Add(20*time.Second).UnixNano(), sent, sent.Add(time.Millisecond))
-	c.update("self", []string{"self", "a", "b", "c"})
+	c.update("self", []string{"a", "b", "c", "self"})
 	if d := time.Duration(c.shift.Load()); d != 10*time.Millisecond-clockDeadBand {
 		t.Errorf("shift %v, want %v (the median less the dead band; the peer 20 s off moves nothing)", d, 10*time.Millisecond-clockDeadBand)
 	}
@@ -91,12 +91,12 @@ func TestClockSyncSamples(t *testing.T) {
 	// of the recent calls decides.
 	c.sample("a", sent.Add(60*time.Millisecond).UnixNano(), sent, sent.Add(100*time.Millisecond))
 	c.sample("b", sent.Add(60*time.Millisecond).UnixNano(), sent, sent.Add(100*time.Millisecond))
-	c.update("self", []string{"self", "a", "b", "c"})
+	c.update("self", []string{"a", "b", "c", "self"})
 	if d := time.Duration(c.shift.Load()); d != 10*time.Millisecond-clockDeadBand {
 		t.Errorf("after slow calls: shift %v, want %v still", d, 10*time.Millisecond-clockDeadBand)
 	}
 	// A member gone no longer counts.
-	c.update("self", []string{"self", "a"})
+	c.update("self", []string{"a", "self"})
 	if d := time.Duration(c.shift.Load()); d != 5*time.Millisecond-clockDeadBand {
 		t.Errorf("with one peer 10 ms ahead: shift %v, want %v (halfway, less the band)", d, 5*time.Millisecond-clockDeadBand)
 	}
@@ -104,7 +104,7 @@ func TestClockSyncSamples(t *testing.T) {
 	var st clockSync
 	st.sample("a", sent.Add(1300*time.Microsecond).UnixNano(), sent, sent.Add(time.Millisecond)) // 0.8 ms ahead
 	st.sample("b", sent.Add(-200*time.Microsecond).UnixNano(), sent, sent.Add(time.Millisecond))
-	st.update("self", []string{"self", "a", "b"})
+	st.update("self", []string{"a", "b", "self"})
 	if d := st.shift.Load(); d != 0 {
 		t.Errorf("clocks within %v of each other: shift %v, want 0", clockDeadBand, time.Duration(d))
 	}

@@ -624,12 +624,13 @@ func (n *Node) send(ctx context.Context, b *Batch) {
 	resp, err := n.call(ctx, b)
 	took := time.Since(start)
 	n.m.syncSeconds.Observe(took.Seconds())
-	switch {
-	case n.cfg.Store != nil:
-	case err == nil:
-		n.engine.CallAnswered(b, took)
-	case ctx.Err() == context.DeadlineExceeded && parent.Err() == nil:
-		n.engine.CallGivenUp()
+	if n.cfg.Store == nil { // the deadline's estimate is of peers' calls
+		switch {
+		case err == nil:
+			n.engine.CallAnswered(b, took)
+		case ctx.Err() == context.DeadlineExceeded && parent.Err() == nil:
+			n.engine.CallGivenUp()
+		}
 	}
 	now := n.cfg.Clock()
 	reports := b.Len()

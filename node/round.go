@@ -672,11 +672,7 @@ func (e *Engine) Fail(now time.Time, b *Batch) {
 	for i := range b.refs {
 		r := &b.refs[i]
 		r.e.Lock()
-		var buf counters.Slot
-		if s := r.e.Slot(r.start, &buf); s != nil {
-			s.Demand += r.demand
-			r.e.Store(s)
-		}
+		r.e.AddDemand(r.start, r.demand)
 		r.e.Unlock()
 	}
 }

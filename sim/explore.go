@@ -269,7 +269,6 @@ type Gap struct {
 // Exploration keeps.
 const exploreGaps = 10
 
-// outcome is what one scenario gave, reduced to what the summary needs.
 // A Family is a kind of window that a target miss may belong to; a window
 // may belong to several.
 type Family int
@@ -304,19 +303,21 @@ var familyNames = [numFamilies]string{
 
 func (f Family) String() string { return familyNames[f] }
 
-// families returns the families of window w of scenario sc.
-func families(ref *reference, sc *Scenario, w Window) (fs [numFamilies]bool) {
-	tier, start, ok := ref.window(w)
+// families returns the families of window w, whose classes (classesOf)
+// are cls.
+func families(ref *reference, w Window, cls []Class) (fs [numFamilies]bool) {
+	tier, _, ok := ref.window(w)
 	fs[FamilySmall] = w.Limit < 20
-	fs[FamilyShort] = ok && tier.Period < 3*sc.Sync
+	fs[FamilyShort] = ok && tier.Period < 3*ref.sc.Sync
 	fs[FamilySmallOrShort] = fs[FamilySmall] || fs[FamilyShort]
-	fs[FamilySliding] = ok && tier.Algorithm == counters.Sliding
-	fs[FamilyFixedFault] = ok && !fs[FamilySliding] && ref.faulted(start, tier.Period)
-	fs[FamilyLarge] = ok && w.Limit >= 50 && tier.Period >= 3*sc.Sync
+	fs[FamilySliding] = slices.Contains(cls, ClassSliding)
+	fs[FamilyFixedFault] = slices.Contains(cls, ClassFault)
+	fs[FamilyLarge] = ok && w.Limit >= 50 && tier.Period >= 3*ref.sc.Sync
 	fs[FamilyOther] = !fs[FamilySmallOrShort] && !fs[FamilySliding] && !fs[FamilyFixedFault] && !fs[FamilyLarge]
 	return fs
 }
 
+// outcome is what one scenario gave, reduced to what the summary needs.
 type outcome struct {
 	err      error
 	cpu      time.Duration
@@ -468,9 +469,10 @@ func exploreOne(cfg ExploreConfig, i int) outcome {
 		po := policyOutcome{messages: r.SyncMessages}
 		for k, w := range r.Windows {
 			wm, reqs := windowMetrics(w, safe[k])
+			cls := ref.classesOf(w)
 			if p == Lease {
 				if misses(w, wm)[TargetUndershootSafe] {
-					fs := families(ref, sc, w)
+					fs := families(ref, w, cls)
 					for f, in := range fs {
 						if in {
 							o.families[f]++
@@ -485,7 +487,7 @@ func exploreOne(cfg ExploreConfig, i int) outcome {
 				}
 				o.hasLease = true
 			}
-			for _, c := range ref.classesOf(w) {
+			for _, c := range cls {
 				row := &po.rows[c]
 				for m := range numMetrics {
 					row.metrics[m] = append(row.metrics[m], float32(wm[m]))

@@ -730,11 +730,7 @@ func (w *world) fail(f *flight) {
 		return
 	}
 	f.entry.Lock()
-	var buf counters.Slot
-	if s := f.entry.Slot(f.key.WindowStart, &buf); s != nil {
-		s.Demand += f.demand
-		f.entry.Store(s)
-	}
+	f.entry.AddDemand(f.key.WindowStart, f.demand)
 	f.entry.Unlock()
 }
 
@@ -822,24 +818,29 @@ func (w *world) deliver(m *message) {
 	default:
 		w.applyCentral(f, m.total)
 	}
+	w.callEnded(f)
+}
+
+// callEnded runs what the end of a call starts: a shutdown's next stage,
+// or the waiting requests decided again, as the node does when each call
+// ends, not only once every call of the round has (a call that is lost or
+// slow would hold them all until it times out, and a request waiting into
+// the next window of a short tier would need a grant there too); then what
+// the end of the round starts, if it was the last call.
+func (w *world) callEnded(f *flight) {
+	in := f.inst
 	if in.leaving > 0 {
 		w.advanceLeave(in)
 		return
 	}
 	if f.batch != nil && !w.roundOver(in) {
-		// As the node does: the waiting requests are decided again when
-		// each call ends, not only once every call of the round has (a
-		// call that is lost or slow would hold them all until it times
-		// out, and a request waiting into the next window of a short
-		// tier would need a grant there too).
 		w.retryParked(in)
 	}
 	w.roundProgress(in)
 }
 
 // callTimeout gives up a sync call at its deadline (Engine.CallDeadline),
-// as the node's context deadline does: the call fails, the waiting
-// requests are decided again, and the round ends if it was the last call.
+// as the node's context deadline does: the call fails, and ends.
 func (w *world) callTimeout(f *flight) {
 	in := f.inst
 	if f.done || in.gen != f.gen || !in.up {
@@ -849,14 +850,7 @@ func (w *world) callTimeout(f *flight) {
 	w.stats.Timeouts++
 	in.eng.CallGivenUp()
 	w.fail(f)
-	if in.leaving > 0 {
-		w.advanceLeave(in)
-		return
-	}
-	if !w.roundOver(in) {
-		w.retryParked(in)
-	}
-	w.roundProgress(in)
+	w.callEnded(f)
 }
 
 // roundOver reports whether every call of the instance's open round has
