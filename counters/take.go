@@ -211,6 +211,28 @@ func (t *Table) fallback(e *Entry, members, index int) (bool, int, int) {
 	return true, int(s.FallbackMembers), int(s.FallbackIndex)
 }
 
+// Declined records in a locked entry's slot that the key's owner, as this
+// instance sees it, answered a report without a grant: in the owner's own
+// view of the membership the key is another member's (the two views
+// differ until both have seen a change), or the owner holds all the
+// windows it may. No grant comes from there, so under the lease policy a
+// slot that holds none falls back to its static share, as the membership
+// stands now, as if the owner were out of reach: waiting, every request
+// was denied while the views differed, which after a partition's heal
+// lasts until every member has seen it (seconds with memberlist's LAN
+// profile). A grant ends the fallback.
+func (t *Table) Declined(s *Slot) {
+	if s.HasGrant || s.Fallback {
+		return
+	}
+	if _, lease := (*t.policy.Load()).(Lease); !lease {
+		return
+	}
+	if members, index := t.Share(); members <= math.MaxUint16 {
+		s.Fallback, s.FallbackMembers, s.FallbackIndex = true, uint16(members), uint16(index)
+	}
+}
+
 // admit asks a policy about v. The built-in policies are called directly,
 // with a pointer, which spares an interface call that copies the View.
 func admit(p Policy, v *View) (bool, int64) {

@@ -658,6 +658,9 @@ func apply(t *counters.Table, nowNs int64, r *ref, a *counters.Answer, from coun
 		s.Fallback = false
 		s.GrantFrom = from
 	}
+	if !a.HasGrant && t != nil {
+		t.Declined(s)
+	}
 	s.Spare, s.Informed = a.Spare, r.demand > 0
 	r.e.Store(s) // a copy, if the answer is for the previous window
 	return s.Own
