@@ -37,7 +37,12 @@ import (
 //     previous owner granted. That owner's grants added up to the threshold
 //     at most, and what it gave the members that reported here is known
 //     (Report.CapFrom), so the rest is reserved until they report, or for
-//     the window if they are out of contact.
+//     the window if they are out of contact;
+//   - when a member out of contact since before the window began reports
+//     holding another owner's cap, the members out of contact that have
+//     not reported may hold, together, what the members out of contact
+//     could spend as a group, less what those that reported hold (see
+//     sideBound), not only their own static shares.
 //
 // The rest is split among the members in contact that reported, by demand
 // (max-min fair over what each is expected to need in the next NeedHorizon
@@ -186,6 +191,7 @@ type grantContext struct {
 	lostBefore         int64
 	takeBack           bool
 	inherited, owned   bool
+	otherSide          bool    // see sideBound
 	left               int64   // ns left in the window
 	soon               float64 // ns ahead the members' demand is projected first
 }
@@ -217,6 +223,7 @@ func (o *Owner) grantContext(gc *grantContext, now int64, key Key, w *ownerWindo
 	if w.nForeign > 0 {
 		gc.inherited, gc.owned = true, false
 	}
+	gc.otherSide = w.otherSide
 	// What nobody needs is judged over the time left in the window; the
 	// members' parts follow their demand over the next NeedHorizon
 	// intervals at most. Projected over a day-long window, any demand is
@@ -249,15 +256,19 @@ func (gc *grantContext) est(s, ps *originState) int64 {
 // when it would fall out of contact by the time alone.
 type memberSlot struct {
 	kind              slotKind
-	unknown, settling bool    // it may hold caps another owner granted (see grant)
-	inContact         bool    // silent: it is in contact, so it reports within an interval
-	ver               uint64  // the count of changes of its contact record it was taken at
-	flipAt            int64   // when it falls out of contact unless it acknowledges an answer
-	x                 int64   // firm: the cap it holds; silent: the cap it carried
-	static            int64   // the share it may fall back to (its safe share when taken back)
-	cur, prev         int64   // its counts in the window and the one before
-	capNow            int64   // reach: the cap it holds
-	rate, instant     float64 // reach: its demand
+	unknown, settling bool   // it may hold caps another owner granted (see grant)
+	inContact         bool   // silent: it is in contact, so it reports within an interval
+	ver               uint64 // the count of changes of its contact record it was taken at
+	flipAt            int64  // when it falls out of contact unless it acknowledges an answer
+	x                 int64  // firm: the cap it holds; silent: the cap it carried
+	static            int64  // the share it may fall back to (its safe share when taken back)
+	cur, prev         int64  // its counts in the window and the one before
+	capNow            int64  // reach: the cap it holds
+	// side is its static share if it was out of contact before the window
+	// began (whatever its kind: it may have come back since), foreign the
+	// smallest cap another owner granted it that it reported (-1: none).
+	side, foreign int64
+	rate, instant float64 // reach: its demand
 }
 
 type slotKind uint8
@@ -288,6 +299,7 @@ type slotsKey struct {
 	prev                       *ownerWindow
 	threshold                  int64
 	inherited, owned, takeBack bool
+	otherSide                  bool
 }
 
 // slotsFor returns the member slots kept in a window's view for gc. They
@@ -297,7 +309,7 @@ type slotsKey struct {
 func (o *Owner) slotsFor(view *windowView, gc *grantContext) *windowSlots {
 	sl := &view.slots
 	sl.gc = *gc // refreshSlot takes slots with it
-	key := slotsKey{gc.mw, o.members.gen, view.prev, gc.threshold, gc.inherited, gc.owned, gc.takeBack}
+	key := slotsKey{gc.mw, o.members.gen, view.prev, gc.threshold, gc.inherited, gc.owned, gc.takeBack, gc.otherSide}
 	if sl.taken == key {
 		return sl
 	}
@@ -358,6 +370,10 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 	sl.kind, sl.unknown, sl.settling, sl.inContact = slotSilent, false, false, false
 	sl.ver, sl.flipAt = o.members.vers[at], math.MaxInt64
 	sl.x, sl.static, sl.cur, sl.prev, sl.instant = 0, 0, 0, 0, 0
+	sl.side, sl.foreign = 0, -1
+	if s != nil && s.hasForeign {
+		sl.foreign = s.foreignCap
+	}
 	if s != nil {
 		sl.cur = s.total()
 	}
@@ -381,6 +397,7 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 	}
 	if c < gc.start-gc.contactT+gc.interval {
 		sl.static = StaticShare(gc.threshold, gc.n, i, gc.hash)
+		sl.side = sl.static
 	}
 	switch {
 	case s != nil && inContact:
@@ -439,6 +456,7 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 	vers, at := o.members.vers, gc.mw.at
 	ri := len(gc.mw.names)
 	var taken memberSlot
+	var side sideBound
 	for i, m := range gc.mw.names {
 		// The member's states: the view's with kept slots, else looked up.
 		var cur, ps *originState
@@ -453,6 +471,10 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 		if cur == r {
 			ri = i
 			soonNeeds, leftNeeds = append(soonNeeds, 0), append(leftNeeds, 0)
+			if gc.otherSide {
+				o.slotOf(&taken, gc, i, cur, ps)
+				side.add(&taken, taken.cur+weighted(taken.prev, gc.weight))
+			}
 			continue
 		}
 		s := &taken
@@ -465,6 +487,9 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 			o.slotOf(s, gc, i, cur, ps)
 		}
 		e := s.cur + weighted(s.prev, gc.weight)
+		if gc.otherSide {
+			side.add(s, e)
+		}
 		var ns, nl int64
 		switch s.kind {
 		case slotFirm:
@@ -494,12 +519,58 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 		t.settling = t.settling || s.settling
 		soonNeeds, leftNeeds = append(soonNeeds, ns), append(leftNeeds, nl)
 	}
+	t.silent += side.extra()
 	if ri == len(gc.mw.names) {
 		soonNeeds, leftNeeds = append(soonNeeds, 0), append(leftNeeds, 0)
 	}
 	soonNeeds[ri], leftNeeds[ri] = needSoon, needLeft
 	sc.needs, sc.left = soonNeeds, leftNeeds
 	return t, ri
+}
+
+// sideBound bounds what the members out of contact since before a window
+// began may hold as a group, once one of them reported holding another
+// owner's cap there (grantContext.otherSide). Each is reserved its static
+// share, the share it falls back to when it cannot reach an owner. But on
+// the other side of a partition an owner of their own splits those shares
+// among them by demand: there one member may spend most of its side's
+// shares and the others little. When the partition heals, those that
+// report first free their unspent shares here while the busy one, which
+// has not reported yet, holds far more than its own share (issue 12's 50
+// instances with a 30|20 partition: the whole view's owner took the window
+// over at the heal and admitted 1,022 of 1,000, sim/testdata
+// heal-owner-moves). The other owner gave that side at most its members'
+// shares together, so the members that have not reported may hold that
+// much less what those that reported were given there (their smallest
+// cap from another owner, or their count up to their share without one).
+type sideBound struct {
+	shares, known, silent, silentN int64
+}
+
+// add counts a member's slot (e its estimate) if it is in the group.
+func (b *sideBound) add(sl *memberSlot, e int64) {
+	switch {
+	case sl.side == 0:
+	case sl.kind == slotSilent:
+		b.shares += sl.side
+		b.silent += max(sl.x, e, sl.static)
+		b.silentN++
+	case sl.foreign >= 0:
+		b.shares += sl.side
+		b.known += sl.foreign
+	default:
+		b.shares += sl.side
+		b.known += min(e, sl.side)
+	}
+}
+
+// extra is what the group's silent members may hold beyond the reserves
+// of each: 0 if none is silent.
+func (b *sideBound) extra() int64 {
+	if b.silentN == 0 {
+		return 0
+	}
+	return max(0, b.shares-b.known-b.silent)
 }
 
 // NeedHorizon is how many sync intervals ahead (at most) an owner projects

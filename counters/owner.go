@@ -337,6 +337,11 @@ type ownerWindow struct {
 	// smallest such caps (foreignCap).
 	nForeign    int
 	foreignCaps int64
+	// otherSide says an origin reported holding another owner's cap in the
+	// window although it had been out of contact with this owner since
+	// before the window began: another side of a partition had an owner of
+	// its own (see sideBound).
+	otherSide bool
 }
 
 // originState is one origin's state in a window. Its fields are ordered
@@ -741,6 +746,12 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 			}
 			st.foreignCap, st.hasForeign = r.Cap, true
 			w.foreignCaps += r.Cap
+			// Out of contact with this owner since before the window
+			// began, it was served by an owner on its side of a partition
+			// (see sideBound).
+			if !w.otherSide && (c == nil || !c.self) && contactBefore(c, r.Key.WindowStart, nowNs) < r.Key.WindowStart-int64(o.cfg.Contact)+int64(o.cfg.Interval) {
+				w.otherSide = true
+			}
 		}
 		// A predecessor's knowledge matters only for origins this owner had
 		// no history of in this window: an owner that kept its per-origin

@@ -737,3 +737,51 @@ func TestOwnerOwnWindowsHeldUntilMerged(t *testing.T) {
 		t.Errorf("once the owner's own count of %d is merged: b granted %d; want room for b within 100", own, ansB.Grant)
 	}
 }
+
+// TestOwnerOtherSideSpentAsAGroup: members cut off from this owner before
+// a window began, on the other side of a partition with an owner of their
+// own there, may spend their static shares as a group, not each its own:
+// that owner splits them by demand. When one of them comes back holding
+// that owner's cap, the others that have not reported yet may hold the
+// rest of the group's shares, whatever their own static shares.
+func TestOwnerOtherSideSpentAsAGroup(t *testing.T) {
+	o := NewOwner(OwnerConfig{Lease: true, Self: "o", Contact: time.Second})
+	o.SetMembers(base, []string{"a", "b", "c", "d", "e"}, nil)
+	ms := members("a", "b", "c", "d", "e")
+	beat(o, 0, 400*time.Millisecond, ms["a"], ms["b"], ms["c"], ms["d"], ms["e"])
+	// c and d are cut off at 400 ms; the next window begins at 10 s. On
+	// their side an owner of their own gives d 35 and c 5 of the 40 that
+	// their static shares (20 each, of 100 over 5) add up to.
+	k := ownerKey()
+	k.WindowStart += int64(k.Period)
+	beat(o, 400*time.Millisecond, 12*time.Second, ms["a"], ms["b"], ms["e"])
+	// At 12 s the partition heals: c reports first, with the other owner's
+	// cap; d has not reported yet.
+	c := ms["c"]
+	c.own, c.cap, c.has, c.from = 5, 5, true, "other"
+	c.hello(o, at(12*time.Second))
+	c.sync(o, at(12100*time.Millisecond), k, 100, 0)
+	var ans Answer
+	for ts := 12200 * time.Millisecond; ts < 12500*time.Millisecond; ts += 100 * time.Millisecond {
+		ms["b"].hello(o, at(ts))
+		ms["e"].hello(o, at(ts))
+		ans = ms["a"].sync(o, at(ts), k, 100, 40)
+	}
+	// d may hold 35: a gets at most 100 - 5 (c) - 35 = 60.
+	if ans.Grant > 60 {
+		t.Fatalf("a's grant %d with d silent: want at most 60 (d may hold 35 of its side's 40)", ans.Grant)
+	}
+	// d reports its 35: what it holds is known, and a may have the rest.
+	d := ms["d"]
+	d.own, d.cap, d.has, d.from = 35, 35, true, "other"
+	d.hello(o, at(12500*time.Millisecond))
+	d.sync(o, at(12600*time.Millisecond), k, 100, 0)
+	for ts := 12700 * time.Millisecond; ts < 13*time.Second; ts += 200 * time.Millisecond {
+		ms["b"].hello(o, at(ts))
+		ms["e"].hello(o, at(ts))
+		ans = ms["a"].sync(o, at(ts), k, 100, 40)
+	}
+	if ans.Grant > 60 || ans.Grant < 40 {
+		t.Fatalf("a's grant %d once d reported 35: want 40 to 60", ans.Grant)
+	}
+}
