@@ -1,8 +1,6 @@
 package counters
 
-import (
-	"math"
-)
+import "math"
 
 // grant computes origin r's new cap on its own estimate (its count in the
 // window, plus for sliding tiers its weighted previous window), so that the
@@ -119,8 +117,12 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		hidden += weighted(prev.hidden(), gc.weight)
 	}
 	// The silent members' reserves cover their counts, which the counts
-	// known only through a previous owner (hidden) are part of.
+	// known only through a previous owner (hidden) are part of, unless a
+	// member left during the window: its counts may be hidden too.
 	rest := max(sums.silent, hidden)
+	if hidden > 0 && o.members.leftAt > key.WindowStart {
+		rest = sums.silent + hidden
+	}
 	var held int64 // held back until the members in contact have synced (a sync interval)
 	if sums.unknown {
 		if sums.settling {

@@ -210,8 +210,10 @@ type ownerMembers struct {
 	index   map[string]int
 	isAlive []bool
 	contact []*contact
-	// changedAt is when the set of alive members last changed (Unix ns).
-	changedAt int64
+	// changedAt is when the set of alive members last changed (Unix ns),
+	// leftAt when a member last left gracefully (it went out of view
+	// without counting as gone).
+	changedAt, leftAt int64
 	// gen counts the calls of SetMembers: the places of memberWindows
 	// taken under another are not this one's.
 	gen uint64
@@ -524,6 +526,12 @@ func (o *Owner) SetMembers(now time.Time, alive []string, gone map[string]int64)
 	}
 	o.mu.Lock()
 	m.changedAt = o.members.changedAt
+	m.leftAt = o.members.leftAt
+	for _, name := range o.members.sorted {
+		if _, known := m.index[name]; !known {
+			m.leftAt = now.UnixNano() // neither alive nor gone: it left
+		}
+	}
 	m.gen = o.members.gen + 1
 	if !maps.Equal(m.alive, o.members.alive) {
 		m.changedAt = now.UnixNano()

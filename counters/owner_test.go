@@ -785,3 +785,40 @@ func TestOwnerOtherSideSpentAsAGroup(t *testing.T) {
 		t.Fatalf("a's grant %d once d reported 35: want 40 to 60", ans.Grant)
 	}
 }
+
+// TestOwnerKeepsCountsOfAMemberThatLeft: a member that left gracefully
+// during a window is no longer reserved anything, and an owner that took
+// the window over may know its counts only inside the total the previous
+// owner told the members (hidden). Those are not the silent members'
+// counts, which their reserves cover: both are reserved.
+func TestOwnerKeepsCountsOfAMemberThatLeft(t *testing.T) {
+	o := NewOwner(OwnerConfig{Lease: true, Self: "o", Contact: time.Second})
+	o.SetMembers(base, []string{"a", "b", "c"}, nil)
+	ms := members("a", "b", "c")
+	beat(o, 0, 400*time.Millisecond, ms["a"], ms["b"], ms["c"])
+	// c is cut off at 400 ms (gone); the window begins at 10 s; b leaves
+	// gracefully at 10.5 s (out of view, not gone).
+	k := ownerKey()
+	k.WindowStart += int64(k.Period)
+	beat(o, 400*time.Millisecond, 10500*time.Millisecond, ms["a"], ms["b"])
+	o.SetMembers(at(10500*time.Millisecond), []string{"a"}, map[string]int64{"c": at(400 * time.Millisecond).UnixNano()})
+	beat(o, 10500*time.Millisecond, 11*time.Second, ms["a"])
+	// The key's previous owner p told a a total of 40, 10 of them a's: b
+	// admitted 25 and c 5 there. c may spend its static share of 45 (90
+	// over a and c), and b's 25 are spent.
+	a := ms["a"]
+	seq := o.Hello(at(11*time.Second), "a")
+	ans := o.Report(at(11*time.Second), "a", 1, &Report{Key: k, Threshold: 90, Own: 10, Demand: 20, Cap: 10, HasGrant: true, CapFrom: "p",
+		KnownGlobal: 40, KnownAcked: 10, KnownFrom: "p"})
+	o.Acknowledge(at(11*time.Second), "a", a.ack, o.view, true)
+	a.ack = seq
+	// Its next report, with a's view synced: nothing is held back any more.
+	seq = o.Hello(at(11200*time.Millisecond), "a")
+	ans = o.Report(at(11200*time.Millisecond), "a", 1, &Report{Key: k, Threshold: 90, Own: 10, Demand: 20, Cap: ans.Grant, HasGrant: true, CapFrom: "o",
+		KnownGlobal: ans.Global, KnownAcked: 10, KnownFrom: "o", Ack: a.ack})
+	o.Acknowledge(at(11200*time.Millisecond), "a", a.ack, o.view, true)
+	a.ack = seq
+	if !ans.HasGrant || ans.Grant > 90-25-45 {
+		t.Fatalf("a's answer %+v: want a grant of at most %d (b's 25 spent, c's 45 reserved)", ans, 90-25-45)
+	}
+}
