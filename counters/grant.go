@@ -58,7 +58,7 @@ import "math"
 func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, spare int64) {
 	period := int64(key.Period)
 	prev := w.series.window(key.WindowStart - period)
-	since := key.WindowStart - int64(o.cfg.ReserveWindows)*period
+	since := key.WindowStart - max(int64(o.cfg.ReserveWindows)*period, int64(o.cfg.ReserveMin))
 	if o.cfg.Majority {
 		since = math.MinInt64 // every member the node remembers
 	}

@@ -822,3 +822,33 @@ func TestOwnerKeepsCountsOfAMemberThatLeft(t *testing.T) {
 		t.Fatalf("a's answer %+v: want a grant of at most %d (b's 25 spent, c's 45 reserved)", ans, 90-25-45)
 	}
 }
+
+// TestOwnerReservesShortTiersForReserveMin: a member lost without a leave
+// stays reserved its static share for ReserveWindows windows and at least
+// ReserveMin, however short the tier: on a 1 s tier, three windows are over
+// before most partitions heal.
+func TestOwnerReservesShortTiersForReserveMin(t *testing.T) {
+	o := NewOwner(OwnerConfig{Lease: true, Self: "o", Contact: time.Second})
+	o.SetMembers(base, []string{"a", "b", "c"}, nil)
+	ms := members("a", "b", "c")
+	beat(o, 0, 400*time.Millisecond, ms["a"], ms["b"], ms["c"])
+	// c is lost at 400 ms, and counts as gone from 1 s.
+	o.SetMembers(at(time.Second), []string{"a", "b"}, map[string]int64{"c": at(time.Second).UnixNano()})
+	k := ownerKey()
+	k.Period = time.Second
+	for _, tc := range []struct {
+		at   time.Duration
+		want int64
+	}{
+		{6 * time.Second, 60},  // five windows on: c's share of 30 is still reserved
+		{10 * time.Second, 60}, // ReserveMin after it was last seen: still
+		{12 * time.Second, 90}, // past it: nothing
+	} {
+		k.WindowStart = at(tc.at).UnixNano()
+		beat(o, tc.at-600*time.Millisecond, tc.at, ms["a"], ms["b"])
+		ms["a"].cap, ms["a"].own = 0, 0
+		if ans := ms["a"].sync(o, at(tc.at+100*time.Millisecond), k, 90, 200); ans.Grant != tc.want {
+			t.Errorf("window at %v: a's grant %d, want %d", tc.at, ans.Grant, tc.want)
+		}
+	}
+}

@@ -193,6 +193,10 @@ type Config struct {
 	// crash (for up to this many windows, the survivors do not use the
 	// crashed member's static share). Default 3.
 	ReserveWindows int
+	// ReserveMin (reserve rule) is the least time such a member is reserved
+	// for, however short the tier: three windows of a 1 s tier are over
+	// before memberlist has noticed most partitions. Default 10 s.
+	ReserveMin time.Duration
 
 	// Store, if set, sums counts centrally instead of at peer owners. See
 	// Store.

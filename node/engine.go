@@ -101,8 +101,10 @@ type EngineConfig struct {
 	CallTimeout  time.Duration
 	// ReserveWindows is for how many windows a member that became
 	// unreachable is still reserved for (it may be serving behind a
-	// partition). See counters.OwnerConfig. Default 3.
+	// partition). See counters.OwnerConfig. Default 3. ReserveMin is the
+	// least time it is reserved for, whatever the tier. Default 10 s.
 	ReserveWindows int
+	ReserveMin     time.Duration
 	// Partition, SafeShare, QuorumTerm and QuorumMemory choose how a lost
 	// member is told from a partition (lease policy); see Config. Defaults
 	// PartitionReserve, 0, 30 s and 5 minutes.
@@ -230,7 +232,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		table: tb,
 		ring:  rg,
 		owner: counters.NewOwner(counters.OwnerConfig{MaxWindows: cfg.OwnerWindows, Grace: cfg.Table.Grace, Lease: cfg.Policy == PolicyLease,
-			ReserveWindows: cfg.ReserveWindows, Settle: contact, Contact: contact, Interval: cfg.SyncInterval,
+			ReserveWindows: cfg.ReserveWindows, ReserveMin: cfg.ReserveMin, Settle: contact, Contact: contact, Interval: cfg.SyncInterval,
 			Majority: cfg.Partition == PartitionMajority, Term: cfg.QuorumTerm, SafeShare: cfg.SafeShare,
 			Self: cfg.Name, SelfIncarnation: cfg.Incarnation}),
 		contact:  contact,

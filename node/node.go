@@ -117,6 +117,7 @@ func New(cfg Config) (*Node, error) {
 		MaxPeriod:      cfg.MaxPeriod,
 		OwnerWindows:   cfg.OwnerWindows,
 		ReserveWindows: cfg.ReserveWindows,
+		ReserveMin:     cfg.ReserveMin,
 		Partition:      cfg.Partition,
 		SafeShare:      cfg.SafeShare,
 		QuorumTerm:     cfg.QuorumTerm,
