@@ -840,7 +840,8 @@ func TestOwnerReservesShortTiersForReserveMin(t *testing.T) {
 		at   time.Duration
 		want int64
 	}{
-		{6 * time.Second, 60},  // five windows on: c's share of 30 is still reserved
+		{4 * time.Second, 60},  // within three windows: c's share of 30 is reserved
+		{6 * time.Second, 60},  // five windows on: still
 		{10 * time.Second, 60}, // ReserveMin after it was last seen: still
 		{12 * time.Second, 90}, // past it: nothing
 	} {
