@@ -201,6 +201,22 @@ func TestOwnerMemberCutMidWindowKeepsWhatItHolds(t *testing.T) {
 	}
 }
 
+// cutBeforeNextWindow returns an owner of the members named, each in
+// contact until 400 ms, and the key of the window that begins at 10 s.
+func cutBeforeNextWindow(names ...string) (*Owner, map[string]*member, Key) {
+	o := NewOwner(OwnerConfig{Lease: true, Self: "o", Contact: time.Second})
+	o.SetMembers(base, names, nil)
+	ms := members(names...)
+	all := make([]*member, len(names))
+	for i, n := range names {
+		all[i] = ms[n]
+	}
+	beat(o, 0, 400*time.Millisecond, all...)
+	k := ownerKey()
+	k.WindowStart += int64(k.Period)
+	return o, ms, k
+}
+
 // TestOwnerMemberBackDuringWindow: a member cut off before a window began
 // spent its beginning on its static share (or on caps of an owner on its
 // side of the partition). When it comes back during the window, its fresh
@@ -208,13 +224,8 @@ func TestOwnerMemberCutMidWindowKeepsWhatItHolds(t *testing.T) {
 // window's start: its static share stays reserved until it holds a grant
 // of this owner, and then its grant is.
 func TestOwnerMemberBackDuringWindow(t *testing.T) {
-	o := NewOwner(OwnerConfig{Lease: true, Self: "o", Contact: time.Second})
-	o.SetMembers(base, []string{"a", "b", "c"}, nil)
-	ms := members("a", "b", "c")
-	beat(o, 0, 400*time.Millisecond, ms["a"], ms["b"], ms["c"])
+	o, ms, k := cutBeforeNextWindow("a", "b", "c")
 	// c is cut off at 400 ms; the next window begins at 10 s.
-	k := ownerKey()
-	k.WindowStart += int64(k.Period)
 	beat(o, 400*time.Millisecond, 11*time.Second, ms["a"], ms["b"])
 	ans := ms["a"].sync(o, at(11*time.Second), k, 90, 20)
 	if ans.Grant != 60 {
@@ -745,15 +756,10 @@ func TestOwnerOwnWindowsHeldUntilMerged(t *testing.T) {
 // that owner's cap, the others that have not reported yet may hold the
 // rest of the group's shares, whatever their own static shares.
 func TestOwnerOtherSideSpentAsAGroup(t *testing.T) {
-	o := NewOwner(OwnerConfig{Lease: true, Self: "o", Contact: time.Second})
-	o.SetMembers(base, []string{"a", "b", "c", "d", "e"}, nil)
-	ms := members("a", "b", "c", "d", "e")
-	beat(o, 0, 400*time.Millisecond, ms["a"], ms["b"], ms["c"], ms["d"], ms["e"])
+	o, ms, k := cutBeforeNextWindow("a", "b", "c", "d", "e")
 	// c and d are cut off at 400 ms; the next window begins at 10 s. On
 	// their side an owner of their own gives d 35 and c 5 of the 40 that
 	// their static shares (20 each, of 100 over 5) add up to.
-	k := ownerKey()
-	k.WindowStart += int64(k.Period)
 	beat(o, 400*time.Millisecond, 12*time.Second, ms["a"], ms["b"], ms["e"])
 	// At 12 s the partition heals: c reports first, with the other owner's
 	// cap; d has not reported yet.
@@ -792,14 +798,9 @@ func TestOwnerOtherSideSpentAsAGroup(t *testing.T) {
 // owner told the members (hidden). Those are not the silent members'
 // counts, which their reserves cover: both are reserved.
 func TestOwnerKeepsCountsOfAMemberThatLeft(t *testing.T) {
-	o := NewOwner(OwnerConfig{Lease: true, Self: "o", Contact: time.Second})
-	o.SetMembers(base, []string{"a", "b", "c"}, nil)
-	ms := members("a", "b", "c")
-	beat(o, 0, 400*time.Millisecond, ms["a"], ms["b"], ms["c"])
+	o, ms, k := cutBeforeNextWindow("a", "b", "c")
 	// c is cut off at 400 ms (gone); the window begins at 10 s; b leaves
 	// gracefully at 10.5 s (out of view, not gone).
-	k := ownerKey()
-	k.WindowStart += int64(k.Period)
 	beat(o, 400*time.Millisecond, 10500*time.Millisecond, ms["a"], ms["b"])
 	o.SetMembers(at(10500*time.Millisecond), []string{"a"}, map[string]int64{"c": at(400 * time.Millisecond).UnixNano()})
 	beat(o, 10500*time.Millisecond, 11*time.Second, ms["a"])
