@@ -16,8 +16,9 @@ type Partition string
 
 const (
 	// PartitionReserve, the default, keeps reserving a lost member's static share for
-	// Config.ReserveWindows windows after it was last seen, in case it is
-	// serving behind a partition; then each side takes the other for gone.
+	// Config.ReserveWindows windows after it was last seen, and at least
+	// Config.ReserveMin, in case it is serving behind a partition; then each
+	// side takes the other for gone.
 	// A crash costs the survivors the dead member's share for that many
 	// windows; a partition that lasts longer over-admits (each side grants
 	// its own members the whole limit). Every member keeps serving.

@@ -212,7 +212,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	fs.DurationVar(&o.reloadInterval, "reload-interval", 2*time.Second, "how often the configuration files are checked for changes (0: reload on SIGHUP only)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.policy, "policy", string(node.PolicyLease), "admission policy: lease, optimistic or static")
-	fs.StringVar(&o.partition, "partition", string(node.PartitionReserve), "how a lost member is told from a partition (lease): reserve (its share kept for 3 windows) or majority (a member that reaches no majority admits only -safe-share after -quorum-term)")
+	fs.StringVar(&o.partition, "partition", string(node.PartitionReserve), "how a lost member is told from a partition (lease): reserve (its share kept for 3 windows, at least 10 s) or majority (a member that reaches no majority admits only -safe-share after -quorum-term)")
 	fs.DurationVar(&o.quorumTerm, "quorum-term", 30*time.Second, "majority rule: how long a member cut off from the majority keeps its lease, and the majority waits before taking its share back")
 	fs.Float64Var(&o.safeShare, "safe-share", 0, "majority rule: the fraction of its static share a member cut off from the majority admits after the term (0: none)")
 	fs.DurationVar(&o.syncInterval, "sync-interval", 200*time.Millisecond, "how often each instance syncs with the owners of its keys")
