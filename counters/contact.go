@@ -179,6 +179,15 @@ func contactBefore(c *contact, start, now int64) int64 {
 	return contactAt(c, now)
 }
 
+// outAtStart reports whether a member last in contact at c (contactBefore)
+// was out of contact when a window began at start, an interval's slack
+// given: it may spend its static share in the window, which it falls back
+// to when it reaches no owner (FallbackAfter) and an owner on its side of
+// a partition splits with its side's members.
+func (o *Owner) outAtStart(c, start int64) bool {
+	return c < start-int64(o.cfg.Contact)+int64(o.cfg.Interval)
+}
+
 // synced reports whether the member sent a batch under this owner's view
 // since the membership last changed: then it reported every window it
 // holds a cap in for this owner's keys. This owner itself too, once it

@@ -183,19 +183,19 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 // grantContext is what a grant derives once from the time, the key, the
 // window and the membership, for every member's slot.
 type grantContext struct {
-	now, start         int64
-	hash               uint64
-	threshold          int64
-	n                  int // members that may spend in the window
-	mw                 *memberWindow
-	weight             float64 // of the previous window's counts (sliding tiers)
-	contactT, interval int64
-	lostBefore         int64
-	takeBack           bool
-	inherited, owned   bool
-	otherSide          bool    // see sideBound
-	left               int64   // ns left in the window
-	soon               float64 // ns ahead the members' demand is projected first
+	now, start       int64
+	hash             uint64
+	threshold        int64
+	n                int // members that may spend in the window
+	mw               *memberWindow
+	weight           float64 // of the previous window's counts (sliding tiers)
+	contactT         int64
+	lostBefore       int64
+	takeBack         bool
+	inherited, owned bool
+	otherSide        bool    // see sideBound
+	left             int64   // ns left in the window
+	soon             float64 // ns ahead the members' demand is projected first
 }
 
 // grantContext fills gc for a grant at now of key's window w, whose
@@ -204,7 +204,7 @@ type grantContext struct {
 func (o *Owner) grantContext(gc *grantContext, now int64, key Key, w *ownerWindow, mw *memberWindow) {
 	period := int64(key.Period)
 	gc.now, gc.start, gc.hash, gc.threshold = now, key.WindowStart, w.series.hash, w.threshold
-	gc.n, gc.mw, gc.contactT, gc.interval = len(mw.names), mw, int64(o.cfg.Contact), int64(o.cfg.Interval)
+	gc.n, gc.mw, gc.contactT = len(mw.names), mw, int64(o.cfg.Contact)
 	gc.weight = 0
 	if elapsed := now - key.WindowStart; w.alg == Sliding && elapsed >= 0 && elapsed < period {
 		gc.weight = float64(period-elapsed) / float64(period)
@@ -397,7 +397,7 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 		}
 		return
 	}
-	if c < gc.start-gc.contactT+gc.interval {
+	if o.outAtStart(c, gc.start) {
 		sl.static = StaticShare(gc.threshold, gc.n, i, gc.hash)
 		sl.side = sl.static
 	}
@@ -551,17 +551,17 @@ type sideBound struct {
 
 // add counts a member's slot (e its estimate) if it is in the group.
 func (b *sideBound) add(sl *memberSlot, e int64) {
+	if sl.side == 0 {
+		return
+	}
+	b.shares += sl.side
 	switch {
-	case sl.side == 0:
 	case sl.kind == slotSilent:
-		b.shares += sl.side
 		b.silent += max(sl.x, e, sl.static)
 		b.silentN++
 	case sl.foreign >= 0:
-		b.shares += sl.side
 		b.known += sl.foreign
 	default:
-		b.shares += sl.side
 		b.known += min(e, sl.side)
 	}
 }

@@ -104,11 +104,12 @@ type OwnerConfig struct {
 	// ReserveMin is the least time after it was last seen that such a
 	// member is reserved for, however short the tier: memberlist takes
 	// seconds to notice a partition, and three windows of a 1 s tier
-	// after that are over before most partitions heal (then each side
-	// granted its own members the whole limit). Default 10 s: over the
-	// explorer's 500 scenarios (seed 1) lease's windows over the limit went
-	// from 547 to 359, those under the safe reference from 11,737 to
-	// 12,138 (a crash costs short tiers the dead member's share that long).
+	// after that were over before a partition of a few seconds healed
+	// (then each side granted its own members the whole limit). Default 10 s: over the
+	// explorer's 500 scenarios (go run ./cmd/sim -explore 500 -seed 1)
+	// lease's windows over the limit went from 547 to 359, those under the
+	// safe reference from 11,737 to 12,138 (a crash costs short tiers the
+	// dead member's share that long).
 	ReserveMin time.Duration
 	// Majority replaces ReserveWindows with the majority rule (see
 	// MinoritySpan): every member the node still remembers may spend
@@ -769,7 +770,7 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 			// Out of contact with this owner since before the window
 			// began, it was served by an owner on its side of a partition
 			// (see sideBound).
-			if !w.otherSide && (c == nil || !c.self) && contactBefore(c, r.Key.WindowStart, nowNs) < r.Key.WindowStart-int64(o.cfg.Contact)+int64(o.cfg.Interval) {
+			if !w.otherSide && (c == nil || !c.self) && o.outAtStart(contactBefore(c, r.Key.WindowStart, nowNs), r.Key.WindowStart) {
 				w.otherSide = true
 			}
 		}

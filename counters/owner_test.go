@@ -827,12 +827,9 @@ func TestOwnerKeepsCountsOfAMemberThatLeft(t *testing.T) {
 // TestOwnerReservesShortTiersForReserveMin: a member lost without a leave
 // stays reserved its static share for ReserveWindows windows and at least
 // ReserveMin, however short the tier: on a 1 s tier, three windows are over
-// before most partitions heal.
+// before a partition of a few seconds heals.
 func TestOwnerReservesShortTiersForReserveMin(t *testing.T) {
-	o := NewOwner(OwnerConfig{Lease: true, Self: "o", Contact: time.Second})
-	o.SetMembers(base, []string{"a", "b", "c"}, nil)
-	ms := members("a", "b", "c")
-	beat(o, 0, 400*time.Millisecond, ms["a"], ms["b"], ms["c"])
+	o, ms, _ := cutBeforeNextWindow("a", "b", "c")
 	// c is lost at 400 ms, and counts as gone from 1 s.
 	o.SetMembers(at(time.Second), []string{"a", "b"}, map[string]int64{"c": at(time.Second).UnixNano()})
 	k := ownerKey()

@@ -203,10 +203,9 @@ func (t *Table) check(nowNs int64, l *Limit, e *Entry, cost int64, share uint64)
 func (t *Table) fallback(e *Entry, members, index int) (bool, int, int) {
 	s := &e.cur
 	if !s.Fallback {
-		if _, fb := t.contactWith(e.hash, s.Start); !fb || members > math.MaxUint16 {
-			return false, members, index // the slot holds no larger membership
+		if _, fb := t.contactWith(e.hash, s.Start); !fb || !s.fallBack(members, index) {
+			return false, members, index
 		}
-		s.Fallback, s.FallbackMembers, s.FallbackIndex = true, uint16(members), uint16(index)
 	}
 	return true, int(s.FallbackMembers), int(s.FallbackIndex)
 }
@@ -228,9 +227,18 @@ func (t *Table) Declined(s *Slot) {
 	if _, lease := (*t.policy.Load()).(Lease); !lease {
 		return
 	}
-	if members, index := t.Share(); members <= math.MaxUint16 {
-		s.Fallback, s.FallbackMembers, s.FallbackIndex = true, uint16(members), uint16(index)
+	s.fallBack(t.Share())
+}
+
+// fallBack makes s fall back to the static share of index among members,
+// and reports whether it did: a slot holds no membership larger than
+// 65,535.
+func (s *Slot) fallBack(members, index int) bool {
+	if members > math.MaxUint16 {
+		return false
 	}
+	s.Fallback, s.FallbackMembers, s.FallbackIndex = true, uint16(members), uint16(index)
+	return true
 }
 
 // admit asks a policy about v. The built-in policies are called directly,

@@ -194,8 +194,9 @@ type Config struct {
 	// crashed member's static share). Default 3.
 	ReserveWindows int
 	// ReserveMin (reserve rule) is the least time such a member is reserved
-	// for, however short the tier: three windows of a 1 s tier are over
-	// before memberlist has noticed most partitions. Default 10 s.
+	// for, however short the tier: three windows of a 1 s tier are shorter
+	// than memberlist's LAN profile takes to notice a partition (5.5 to
+	// 6.5 s, see README). Default 10 s.
 	ReserveMin time.Duration
 
 	// Store, if set, sums counts centrally instead of at peer owners. See

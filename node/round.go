@@ -50,25 +50,14 @@ type ref struct {
 // changed), and merges the windows this member owns itself directly, with no
 // call. Batches are sorted by owner.
 func (e *Engine) Prepare(now time.Time) []*Batch {
-	raw := now
 	e.clock.update(e.cfg.Name, e.Members())
-	now = e.clock.at(raw)
-	e.updateQuorum(now)
+	e.updateQuorum(e.clock.at(now))
 	// A batch that reaches MaxBatch leaves the rest for the next round,
 	// which walks the table from where the first one did (the series past
 	// the cap are not left out again).
-	return sentAt(raw, e.prepare(now, e.ring.Owner, e.ring.Version(), false, true, func(fn func(*counters.Entry) bool) {
+	return e.prepare(now, e.ring.Owner, e.ring.Version(), false, true, func(fn func(*counters.Entry) bool) {
 		e.table.RangeFrom(e.resume.Swap(0), fn)
-	}))
-}
-
-// sentAt records in each batch when it was prepared, on the member's own
-// clock.
-func sentAt(raw time.Time, bs []*Batch) []*Batch {
-	for _, b := range bs {
-		b.sent = raw
-	}
-	return bs
+	})
 }
 
 // PrepareAsking builds a sync asked for at once by pending decisions: like
@@ -80,16 +69,14 @@ func sentAt(raw time.Time, bs []*Batch) []*Batch {
 // such a batch acknowledges the answer that lowered them, and the owner
 // holds their old caps back until they report after it.
 func (e *Engine) PrepareAsking(now time.Time) []*Batch {
-	raw := now
-	now = e.clock.at(raw)
 	asking, riders := e.table.TakeAsking()
-	return sentAt(raw, e.prepare(now, e.ring.Owner, e.ring.Version(), false, false, func(fn func(*counters.Entry) bool) {
+	return e.prepare(now, e.ring.Owner, e.ring.Version(), false, false, func(fn func(*counters.Entry) bool) {
 		for _, en := range asking {
 			if !fn(en) {
 				return
 			}
 		}
-	}, riders...))
+	}, riders...)
 }
 
 // Handoff builds the batches a member sends as it leaves gracefully: every
@@ -115,7 +102,7 @@ func (e *Engine) Handoff(now time.Time) []*Batch {
 		e.newDict(m)
 	}
 	e.wireMu.Unlock()
-	bs := sentAt(now, e.prepare(e.clock.at(now), after.Owner, 0, true, false, e.table.Range))
+	bs := e.prepare(now, after.Owner, 0, true, false, e.table.Range)
 	has := map[string]bool{}
 	for _, b := range bs {
 		b.Req.Leaving = true
@@ -136,9 +123,12 @@ func (e *Engine) Handoff(now time.Time) []*Batch {
 // A full round (full set) also sends every other member a batch, and a
 // batch of it that left no window out says under which membership view it
 // was built; a partial round (the series asking for budget) does neither,
-// since it does not carry every window this member holds a lease in.
-func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epoch uint64, all, full bool, each func(func(*counters.Entry) bool), riders ...*counters.Entry) []*Batch {
-	r := &round{e: e, now: now, nowNs: now.UnixNano(), epoch: epoch, all: all, full: full, links: *e.links.Load()}
+// since it does not carry every window this member holds a lease in. raw
+// is the member's own clock; the windows are read on the common one
+// (clock.go).
+func (e *Engine) prepare(raw time.Time, ownerOf func(uint64) (string, bool), epoch uint64, all, full bool, each func(func(*counters.Entry) bool), riders ...*counters.Entry) []*Batch {
+	now := e.clock.at(raw)
+	r := &round{e: e, sent: raw, now: now, nowNs: now.UnixNano(), epoch: epoch, all: all, full: full, links: *e.links.Load()}
 	r.members, r.index = e.table.Share()
 	// Batches are sized for an even spread of the keys over the owners,
 	// which spares growing them report by report.
@@ -247,6 +237,7 @@ func (e *Engine) prepare(now time.Time, ownerOf func(uint64) (string, bool), epo
 // round is one prepare's state.
 type round struct {
 	e              *Engine
+	sent           time.Time // on the member's own clock (Batch.sent)
 	now            time.Time
 	nowNs          int64
 	epoch          uint64
@@ -297,8 +288,9 @@ func (r *round) batch(owner string) *Batch {
 	return nil
 }
 
-// add adds a batch to the round.
+// add adds a batch to the round, sent at the round's time.
 func (r *round) add(b *Batch) {
+	b.sent = r.sent
 	r.batches = append(r.batches, b)
 	if r.byOwner != nil {
 		r.byOwner[b.Owner] = b
