@@ -111,6 +111,9 @@
 //	                              SafeShare, default 0; for lease-majority)
 //	skew NAME OFFSET              a member's clock offset (+250ms, -1s)
 //	skew random MAX               others' offsets uniform in [-MAX, +MAX]
+//	measure median|real           count windows on the initial members' median
+//	                              clock (what the engines enforce) or on
+//	                              virtual time (default)
 //	sla ID ALG:PERIOD:THRESHOLD...
 //	                              an SLA and its tiers (fixed or sliding; the
 //	                              period must divide 1h)

@@ -38,6 +38,12 @@ type ExploreConfig struct {
 	// dropped), to tell what clock skew adds: the sim charges requests to
 	// windows by true time, the instances by their own clocks.
 	NoSkew bool
+	// MedianClock counts every scenario's windows on its members' median
+	// clock, the one the engines enforce, instead of true time (the
+	// "measure median" directive, Scenario.MedianClock): it tells the
+	// windows the cluster let over its limit from those where the whole
+	// cluster's clock is off the simulator's.
+	MedianClock bool
 }
 
 // Metric is one per-window measure of error the explorer reports, in
@@ -140,6 +146,7 @@ type Exploration struct {
 	Seed      uint64
 	Scenarios int
 	NoSkew    bool // see ExploreConfig.NoSkew
+	Median    bool // see ExploreConfig.MedianClock
 	// Policies has one summary per policy run, in the order asked.
 	Policies []PolicySummary
 	// Worst holds, per metric (indexed by Metric), the lease policy's
@@ -377,7 +384,7 @@ func Explore(cfg ExploreConfig) (*Exploration, error) {
 	close(next)
 	wg.Wait()
 
-	e := &Exploration{Seed: cfg.Seed, Scenarios: cfg.Scenarios, NoSkew: cfg.NoSkew, Policies: make([]PolicySummary, len(cfg.Policies))}
+	e := &Exploration{Seed: cfg.Seed, Scenarios: cfg.Scenarios, NoSkew: cfg.NoSkew, Median: cfg.MedianClock, Policies: make([]PolicySummary, len(cfg.Policies))}
 	all := make([][numClasses][numMetrics][]float32, len(cfg.Policies))
 	for i := range outs {
 		o := &outs[i]
@@ -446,7 +453,7 @@ func Explore(cfg ExploreConfig) (*Exploration, error) {
 
 // exploreOne generates and runs scenario i.
 func exploreOne(cfg ExploreConfig, i int) outcome {
-	name, src := ExploreScenario(cfg.Seed, i, cfg.NoSkew)
+	name, src := cfg.Scenario(i)
 	var o outcome
 	sc, err := ParseScenario(name, src)
 	if err != nil {
@@ -465,6 +472,7 @@ func exploreOne(cfg ExploreConfig, i int) outcome {
 		if r.Stats.ApplyErrors > 0 || r.Stats.Evicted > 0 {
 			o.anomaly = append(o.anomaly, fmt.Sprintf("%s %s: %d answers refused by Apply, %d series evicted", name, p, r.Stats.ApplyErrors, r.Stats.Evicted))
 		}
+		ref.shift = int64(r.Shift) // the same for every policy: the offsets come from the run's seed
 		safe := ref.admitAll(r.Windows)
 		po := policyOutcome{messages: r.SyncMessages}
 		for k, w := range r.Windows {
@@ -565,6 +573,9 @@ func (e *Exploration) Summary(w io.Writer) error {
 	skew := ""
 	if e.NoSkew {
 		skew = ", clocks in step (skew lines dropped)"
+	}
+	if e.Median {
+		skew += ", windows on the members' median clock"
 	}
 	pw.printf("explored %d scenarios (generator seed %d, each run with seed %d%s)\n\n", e.Scenarios, e.Seed, ExploreRunSeed, skew)
 	pw.printf("per complete window, in %%: median / p99 / worst; \"all\" is the share of every request offered\n\n")
@@ -674,23 +685,26 @@ func (e *Exploration) CaseText(c Case) []byte {
 			}
 		}
 	}
-	_, src := ExploreScenario(e.Seed, c.Index, e.NoSkew)
+	_, src := ExploreConfig{Seed: e.Seed, NoSkew: e.NoSkew, MedianClock: e.Median}.Scenario(c.Index)
 	return append([]byte(b.String()), src...)
 }
 
-// ExploreScenario returns the file of scenario i of seed as the explorer
-// runs it: GenerateScenario(seed, i), without its skew line if noSkew is
-// set (ExploreConfig.NoSkew).
-func ExploreScenario(seed uint64, i int, noSkew bool) (name string, src []byte) {
-	name, src = GenerateScenario(seed, i)
-	if !noSkew {
+// Scenario returns the file of scenario i as an exploration with c runs
+// it: GenerateScenario(c.Seed, i), without its skew line with c.NoSkew, and
+// with a "measure median" line with c.MedianClock.
+func (c ExploreConfig) Scenario(i int) (name string, src []byte) {
+	name, src = GenerateScenario(c.Seed, i)
+	if !c.NoSkew && !c.MedianClock {
 		return name, src
 	}
 	var b bytes.Buffer
 	for _, line := range bytes.SplitAfter(src, []byte("\n")) {
-		if !bytes.HasPrefix(line, []byte("skew ")) {
+		if !c.NoSkew || !bytes.HasPrefix(line, []byte("skew ")) {
 			b.Write(line)
 		}
+	}
+	if c.MedianClock {
+		b.WriteString("measure median\n")
 	}
 	return name, b.Bytes()
 }

@@ -308,7 +308,7 @@ func TestExploreNoSkew(t *testing.T) {
 		t.Fatal("no scenario of seed 11 among the first 50 has a skew line")
 	}
 	name, with := GenerateScenario(11, idx)
-	_, without := ExploreScenario(11, idx, true)
+	_, without := ExploreConfig{Seed: 11, NoSkew: true}.Scenario(idx)
 	if n := bytes.Count(with, []byte("\n")) - bytes.Count(without, []byte("\n")); n != 1 || bytes.Contains(without, []byte("\nskew ")) {
 		t.Fatalf("dropped %d lines, want the skew line only:\n%s", n, without)
 	}

@@ -70,7 +70,9 @@ import (
 // min(offered, limit), fractional since traffic is treated as a fluid. r
 // must be a result of running sc.
 func PartitionSafe(sc *Scenario, r *Result) []float64 {
-	return newReference(sc).admitAll(r.Windows)
+	ref := newReference(sc)
+	ref.shift = int64(r.Shift)
+	return ref.admitAll(r.Windows)
 }
 
 func (ref *reference) admitAll(ws []Window) []float64 {
@@ -108,9 +110,10 @@ func (ref *reference) window(w Window) (tier Tier, start int64, ok bool) {
 	}
 	for _, t := range sla.Tiers {
 		if t.Period == period {
-			// WindowStart is in float seconds: back to the period's multiple.
+			// WindowStart is in float seconds: back to the period's
+			// multiple, and to virtual time (see Result.Shift).
 			start := int64(math.Round(w.WindowStart/period.Seconds())) * int64(period)
-			return t, start, true
+			return t, start - ref.shift, true
 		}
 	}
 	return Tier{}, 0, false
@@ -132,6 +135,7 @@ type reference struct {
 	lines    map[[2]string][]int // (tenant, SLA id) -> its traffic lines
 	streams  []*stream           // one per traffic line, for rateAt
 	cache    map[refKey][]refPart
+	shift    int64 // ns the windows' clock is ahead of virtual time (Result.Shift)
 }
 
 // refSegment is a stretch of time with the same membership: the sides, each

@@ -57,11 +57,16 @@ type Result struct {
 	Windows []Window `json:"windows"`
 	// Stats are the run's cost (not in results.json: they vary).
 	Stats Stats `json:"-"`
+	// Shift is how far the clock the windows were counted on is ahead of
+	// virtual time: the members' median clock offset under
+	// Scenario.MedianClock, else 0.
+	Shift time.Duration `json:"-"`
 }
 
 // Window is the ground truth of one window of one tier of one tenant,
-// counted by the simulator across all instances, by virtual (true) time.
-// A plain value.
+// counted by the simulator across all instances, by virtual (true) time,
+// or by the members' median clock under Scenario.MedianClock. A plain
+// value.
 type Window struct {
 	Tenant string `json:"tenant"`
 	// SLA is the SLA id and the tier's period: "api/10s".
@@ -123,13 +128,17 @@ func (w Window) Undershoot() float64 {
 }
 
 func (w *world) result() *Result {
-	r := &Result{Policy: w.policy, SyncMessages: w.messages, SyncBytes: w.bytes, Stats: w.stats, Windows: []Window{}}
+	r := &Result{Policy: w.policy, SyncMessages: w.messages, SyncBytes: w.bytes, Stats: w.stats, Windows: []Window{}, Shift: time.Duration(w.shift)}
 	var over, under, fd float64
 	for _, s := range w.series {
 		for i, t := range s.sla.Tiers {
 			per := int64(t.Period)
 			tc := s.tiers[i]
 			for k := range tc.offered {
+				// Complete windows after the warm-up, on the clock they are
+				// counted on: under Scenario.MedianClock the same windows as
+				// by virtual time, though the last may end up to the shift
+				// after the run (and lack that part of its traffic).
 				start := int64(k) * per
 				if start < int64(w.sc.Warmup) || start+per > w.end {
 					continue

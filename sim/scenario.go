@@ -64,6 +64,12 @@ type Scenario struct {
 	// every member not in Skew an offset drawn uniformly in ±SkewRandom.
 	Skew       map[string]time.Duration
 	SkewRandom time.Duration
+	// MedianClock counts the requests in windows of the members' median
+	// clock (the "measure median" directive) rather than of virtual time:
+	// the clock every engine reads time on once the members have heard
+	// each other (node's clock.go), so that a window measured is one the
+	// cluster enforced. The median is of the initial members' offsets.
+	MedianClock bool
 	// SLAs are the limits; Traffic the load offered.
 	SLAs    []SLA
 	Traffic []Traffic
@@ -333,6 +339,15 @@ func (p *parser) directive(f []string) error {
 			sc.SkewRandom = d
 		} else {
 			sc.Skew[args[0]] = d
+		}
+	case "measure":
+		switch {
+		case len(args) == 1 && args[0] == "median":
+			sc.MedianClock = true
+		case len(args) == 1 && args[0] == "real":
+			sc.MedianClock = false
+		default:
+			return fmt.Errorf("want median or real")
 		}
 	case "quorum":
 		return p.quorum(args)

@@ -30,6 +30,7 @@ detect 500ms jitter=100ms
 notify 50ms
 skew n1 +20ms
 skew random 5ms
+measure median
 sla api fixed:10s:1000 sliding:1s:150
 sla search sliding:1m:600
 traffic tenants=a,cold[3-5] sla=api rate=1.5x spread=n0:60%,n1:10% arrivals=even from=5s to=80s
@@ -60,8 +61,8 @@ expect lease overshoot<=1% undershoot<=5% messages<=1000 target:undershoot<=2%
 	if sc.Detect != 500*time.Millisecond || sc.DetectJitter != 100*time.Millisecond || sc.Notify != 50*time.Millisecond {
 		t.Errorf("detect %v jitter %v notify %v", sc.Detect, sc.DetectJitter, sc.Notify)
 	}
-	if sc.Skew["n1"] != 20*time.Millisecond || sc.SkewRandom != 5*time.Millisecond {
-		t.Errorf("skew %v random %v", sc.Skew, sc.SkewRandom)
+	if sc.Skew["n1"] != 20*time.Millisecond || sc.SkewRandom != 5*time.Millisecond || !sc.MedianClock {
+		t.Errorf("skew %v random %v median %v", sc.Skew, sc.SkewRandom, sc.MedianClock)
 	}
 	if len(sc.SLAs) != 2 || len(sc.SLAs[0].Tiers) != 2 || sc.SLAs[0].Tiers[1] != (Tier{counters.Sliding, time.Second, 150}) {
 		t.Errorf("slas %+v", sc.SLAs)
@@ -191,6 +192,7 @@ func TestParseScenarioErrors(t *testing.T) {
 		{"expect lease overshoot<=1", "want a percentage"},
 		{"expect lease latency<=1", "unknown metric"},
 		{"skew n9 +1s", `skew: unknown member "n9"`},
+		{"measure mean", "want median or real"},
 	} {
 		_, err := ParseScenario("bad", []byte(minimal+tc.extra+"\n"))
 		if err == nil {

@@ -165,6 +165,9 @@ type world struct {
 	messages int64
 	bytes    int64
 	stats    Stats
+	// shift is added to virtual time to count requests in windows: the
+	// initial members' median clock offset under Scenario.MedianClock, else 0.
+	shift int64
 }
 
 // instance is one simulated member.
@@ -256,6 +259,9 @@ func (w *world) setup(seed uint64) error {
 	for _, in := range w.insts {
 		in.up = true // the initial members all know each other from the start
 	}
+	if sc.MedianClock {
+		w.shift = medianOffset(w.insts)
+	}
 	for _, in := range w.insts {
 		if err := w.start(in, false); err != nil {
 			return err
@@ -320,6 +326,26 @@ func (sc *Scenario) sla(id string) *SLA {
 		}
 	}
 	return nil
+}
+
+// medianOffset returns the median of the instances' clock offsets (the
+// mean of the two middle ones for an even count): the clock the engines
+// bring their members' clocks to (see node's clock.go), while all of them
+// are up and have heard each other.
+func medianOffset(insts []*instance) int64 {
+	offs := make([]int64, len(insts))
+	for i, in := range insts {
+		offs[i] = in.offset
+	}
+	slices.Sort(offs)
+	n := len(offs)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return offs[n/2]
+	}
+	return offs[n/2-1] + (offs[n/2]-offs[n/2-1])/2
 }
 
 func (w *world) newInstance(name string) *instance {
@@ -530,13 +556,13 @@ func (w *world) request(st *stream, in *instance, retried bool) {
 // decided records a request's decision and, for a denied request whose
 // client retries, schedules the retry after the Retry-After it was given.
 func (w *world) decided(st *stream, in *instance, arrived int64, d counters.Decision, retried bool) {
-	st.series.record(arrived, w.vt, d)
+	st.series.record(arrived+w.shift, w.vt+w.shift, d)
 	if d.Allowed {
 		return
 	}
 	if retried {
 		w.stats.RetriesDenied++
-		st.series.retryDenied(w.vt)
+		st.series.retryDenied(w.vt + w.shift)
 		return
 	}
 	if st.tr.Retry && in != nil && d.RetryAfter > 0 && d.RetryAfter <= time.Minute {

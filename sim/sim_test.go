@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -325,4 +326,57 @@ traffic tenants=org1 sla=api rate=2x
 	// Output:
 	// org1 api/10s at 10s: admitted 1000 of 1000
 	// org1 api/10s at 20s: admitted 1000 of 1000
+}
+
+// TestMedianClockCountsTheClusterWindows: members whose clocks are all
+// 400 ms ahead of the simulator's agree with each other, and the cluster
+// enforces its limit in windows of their clock, which begin 400 ms early
+// in virtual time. Traffic at 3x with even arrivals starts 5.2 s in: the
+// cluster spends its window [4.6 s, 9.6 s) from 5.2 s on, and its next
+// one from 9.6 s, so that the window [5 s, 10 s) of virtual time holds
+// the first's 100 and the 24 requests of the second's first 400 ms.
+// Counted on the members' median clock ("measure median"), every window
+// holds the limit exactly. The partition-safe
+// reference follows the same windows: with no fault it is what was
+// offered, up to the limit.
+func TestMedianClockCountsTheClusterWindows(t *testing.T) {
+	const src = `desc skewed together
+instances 3
+sync 200ms
+duration 32s
+skew n0 400ms
+skew n1 400ms
+skew n2 400ms
+sla api fixed:5s:100
+traffic tenants=a sla=api rate=3x arrivals=even from=5200ms
+`
+	for _, median := range []bool{false, true} {
+		text := src
+		if median {
+			text += "measure median\n"
+		}
+		sc := scenario(t, text)
+		r, err := Run(sc, Lease, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]time.Duration{false: 0, true: 400 * time.Millisecond}[median]; r.Shift != want {
+			t.Errorf("median=%v: shift %v, want %v", median, r.Shift, want)
+		}
+		var worst int64
+		safe := PartitionSafe(sc, r)
+		for k, w := range r.Windows {
+			worst = max(worst, w.Charged-w.Limit)
+			if want := float64(min(w.Offered, w.Limit)); math.Abs(safe[k]-want) > 1e-6 {
+				t.Errorf("median=%v: window at %vs: reference %.2f, want %.0f", median, w.WindowStart, safe[k], want)
+			}
+		}
+		switch {
+		case median && worst > 1:
+			t.Errorf("on the median clock a window admitted %d over its limit, want at most 1", worst)
+		case !median && worst < 10:
+			t.Errorf("by virtual time the worst window admitted %d over its limit, want the next window's first 400 ms (about 24)", worst)
+		}
+		t.Logf("median=%v: worst window %d over the limit of 100", median, worst)
+	}
 }

@@ -49,16 +49,16 @@ func newSeries(tenant string, sla *SLA, dur time.Duration) *series {
 func (s *series) record(arrived, decided int64, d counters.Decision) {
 	for i := range s.tiers {
 		p := int64(s.sla.Tiers[i].Period)
-		wa, wd := int(arrived/p), int(decided/p)
+		wa, wd := windowIndex(arrived, p), windowIndex(decided, p)
 		tc := &s.tiers[i]
-		if wa >= len(tc.offered) {
-			continue
+		if wa < 0 || wa >= len(tc.offered) {
+			continue // outside the run (a window of Scenario.MedianClock's may begin before it)
 		}
 		switch {
 		case d.Allowed:
 			tc.offered[wa]++
 			tc.admitted[wa]++
-			if wd < len(tc.charged) {
+			if wd >= 0 && wd < len(tc.charged) {
 				tc.charged[wd]++
 			}
 		case d.Tier == i || d.Tier < 0:
@@ -67,11 +67,21 @@ func (s *series) record(arrived, decided int64, d counters.Decision) {
 	}
 }
 
+// windowIndex returns the index of the window of period p that t falls
+// in, or -1 for any t before 0 (under Scenario.MedianClock, times are
+// shifted and may be).
+func windowIndex(t, p int64) int {
+	if t < 0 {
+		return -1
+	}
+	return int(t / p)
+}
+
 // retryDenied counts a client's retry denied again at vt, in the first
 // tier's window.
 func (s *series) retryDenied(vt int64) {
 	tc := &s.tiers[0]
-	if w := int(vt / int64(s.sla.Tiers[0].Period)); w < len(tc.retriesDenied) {
+	if w := windowIndex(vt, int64(s.sla.Tiers[0].Period)); w >= 0 && w < len(tc.retriesDenied) {
 		tc.retriesDenied[w]++
 	}
 }

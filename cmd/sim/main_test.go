@@ -174,24 +174,30 @@ func TestExplore(t *testing.T) {
 // TestExplorePrint: -explore-print writes a generated scenario's file, as
 // the explorer runs it, which -file runs again.
 func TestExplorePrint(t *testing.T) {
-	for _, noSkew := range []bool{false, true} {
+	for _, cfg := range []sim.ExploreConfig{{Seed: 1}, {Seed: 1, NoSkew: true}, {Seed: 1, MedianClock: true}} {
 		args := []string{"-seed", "1", "-explore-print", "207"}
-		if noSkew {
+		if cfg.NoSkew {
 			args = append(args, "-explore-noskew")
+		}
+		if cfg.MedianClock {
+			args = append(args, "-explore-median")
 		}
 		var out bytes.Buffer
 		if err := run(args, &out); err != nil {
 			t.Fatal(err)
 		}
-		_, want := sim.ExploreScenario(1, 207, noSkew)
+		_, want := cfg.Scenario(207)
 		if !bytes.Equal(out.Bytes(), want) {
 			t.Fatalf("%v printed:\n%s\nwant:\n%s", args, out.String(), want)
 		}
-		if skew := strings.Contains(out.String(), "\nskew "); skew == noSkew {
+		if skew := strings.Contains(out.String(), "\nskew "); skew == cfg.NoSkew {
 			t.Errorf("%v: skew line printed %v", args, skew)
 		}
-		if _, err := sim.ParseScenario("explore-1-207", out.Bytes()); err != nil {
+		sc, err := sim.ParseScenario("explore-1-207", out.Bytes())
+		if err != nil {
 			t.Errorf("%v: %v", args, err)
+		} else if sc.MedianClock != cfg.MedianClock {
+			t.Errorf("%v: measured on the median clock: %v", args, sc.MedianClock)
 		}
 	}
 }
