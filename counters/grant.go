@@ -163,7 +163,19 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		// while r has had no share beyond its count in this window (its
 		// demand just appeared): the others' next reports tell whether
 		// their demand is still there. Under overload an instance that
-		// already had a share is told nothing more comes. In a window
+		// already had a share is told that only what the others hold beyond
+		// twice their parts comes (overFair): none when the parts were
+		// handed out by the demand of now (a demand estimate that moves
+		// makes a cap a little over its part, and an asker that waits for
+		// that waits up to three intervals to be refused: with the parts
+		// themselves, three times the requests waiting and two thirds more
+		// sync messages on sim/testdata/skew.txt), some when a member got a large cap
+		// early in a burst, before the others' demand was known here, and
+		// the others' caps now hold the whole limit. Told that nothing comes, r
+		// would refuse at once what it gets two of that member's reports
+		// later (the lowered cap, then its acknowledgement): issue 12,
+		// explorer scenario 176, a member at 5 of a limit of 140 with 18
+		// admitted in all refused until its own next report. In a window
 		// longer than the horizon, all that the others hold beyond their
 		// near-term need may come: a burst at r (demand this answer does
 		// not know of) gets it at r's next reports, as the owner moves the
@@ -174,7 +186,7 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		case float64(gc.left) > gc.soon:
 			spare += max(fair-allowed, sums.excess)
 		default:
-			spare += min(fair-allowed, sums.excess)
+			spare += min(fair-allowed, max(sums.excess, overFair(free-unallocated, ri, &o.scratch)))
 		}
 	}
 	return g, spare + held
@@ -196,6 +208,7 @@ type grantContext struct {
 	otherSide        bool    // see sideBound
 	left             int64   // ns left in the window
 	soon             float64 // ns ahead the members' demand is projected first
+	interval         float64 // ns between a member's reports
 }
 
 // grantContext fills gc for a grant at now of key's window w, whose
@@ -233,6 +246,7 @@ func (o *Owner) grantContext(gc *grantContext, now int64, key Key, w *ownerWindo
 	// number of members with demand.
 	gc.left = max(0, period-(now-key.WindowStart))
 	gc.soon = float64(min(gc.left, NeedHorizon*int64(o.cfg.Interval)))
+	gc.interval = float64(o.cfg.Interval)
 }
 
 // est is a member's own estimate, as the member itself computes it, from
@@ -450,7 +464,7 @@ type slotSums struct {
 // place, which it returns (the last place, len(gc.mw.names), if r is not a
 // member). The lock must be held.
 func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r *originState, needSoon, needLeft int64, sc *grantScratch) (slotSums, int) {
-	soonNeeds, leftNeeds := sc.needs[:0], sc.left[:0]
+	soonNeeds, leftNeeds, holds := sc.needs[:0], sc.left[:0], sc.holds[:0]
 	t := slotSums{needs: needLeft}
 	if needLeft > 0 {
 		t.needy++
@@ -472,7 +486,7 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 		}
 		if cur == r {
 			ri = i
-			soonNeeds, leftNeeds = append(soonNeeds, 0), append(leftNeeds, 0)
+			soonNeeds, leftNeeds, holds = append(soonNeeds, 0), append(leftNeeds, 0), append(holds, 0)
 			if gc.otherSide {
 				o.slotOf(&taken, gc, i, cur, ps)
 				side.add(&taken, taken.cur+weighted(taken.prev, gc.weight))
@@ -492,7 +506,7 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 		if gc.otherSide {
 			side.add(s, e)
 		}
-		var ns, nl int64
+		var ns, nl, hold int64
 		switch s.kind {
 		case slotFirm:
 			t.firm += max(s.x, e, s.static)
@@ -511,6 +525,7 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 			// Beyond what its current demand needs, a member gives back at
 			// its next report what it holds (its smoothed need fades).
 			t.excess += max(0, out-int64(math.Ceil(s.instant*gc.soon)))
+			hold = max(0, out-int64(math.Ceil(s.instant*gc.interval)))
 			ns, nl = int64(math.Ceil(s.rate*gc.soon)), int64(math.Ceil(s.rate*float64(gc.left)))
 			t.needs += nl
 			if nl > 0 {
@@ -519,14 +534,14 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 		}
 		t.unknown = t.unknown || s.unknown
 		t.settling = t.settling || s.settling
-		soonNeeds, leftNeeds = append(soonNeeds, ns), append(leftNeeds, nl)
+		soonNeeds, leftNeeds, holds = append(soonNeeds, ns), append(leftNeeds, nl), append(holds, hold)
 	}
 	t.silent += side.extra()
 	if ri == len(gc.mw.names) {
-		soonNeeds, leftNeeds = append(soonNeeds, 0), append(leftNeeds, 0)
+		soonNeeds, leftNeeds, holds = append(soonNeeds, 0), append(leftNeeds, 0), append(holds, 0)
 	}
 	soonNeeds[ri], leftNeeds[ri] = needSoon, needLeft
-	sc.needs, sc.left = soonNeeds, leftNeeds
+	sc.needs, sc.left, sc.holds = soonNeeds, leftNeeds, holds
 	return t, ri
 }
 
@@ -638,23 +653,16 @@ func fairShare(free int64, ri int, soon, left float64, sc *grantScratch) int64 {
 // gets its need or the water level, whichever is smaller, the level being
 // what is left over equally among those whose need is above it; the units
 // left over from the division go one each to those origins in order of
-// need, then place. Without sorting: the level is found by raising it from
-// free / len(order) until no more needs fall under it (a few passes; it
-// gives the level of a walk through the needs in increasing order, which
-// TestWaterFillMatchesSortedWalk checks), and r's turn for a left-over unit
-// is a count.
+// need, then place. Without sorting (see waterLevel); r's turn for a
+// left-over unit is a count.
 func waterFill(free int64, needs []int64, order []int, ri int) int64 {
-	k := int64(len(order))
 	// before reports whether origin a comes before b: by need, then place.
 	before := func(a, b int) bool { return needs[a] < needs[b] || needs[a] == needs[b] && a < b }
-	var sum int64
-	for _, i := range order {
-		sum += needs[i]
-	}
-	if sum <= free {
+	f := waterLevel(free, needs, order)
+	if f.full {
 		// Every need met: what is left goes to the origins with demand, in
 		// equal parts, the units left over one each in order.
-		part, rest := (free-sum)/k, (free-sum)%k
+		rest := (free - f.sum) % int64(len(order))
 		var turn int64
 		for _, i := range order {
 			if before(i, ri) {
@@ -662,43 +670,110 @@ func waterFill(free int64, needs []int64, order []int, ri int) int64 {
 			}
 		}
 		if turn < rest {
-			return needs[ri] + part + 1
+			return needs[ri] + f.spread + 1
 		}
-		return needs[ri] + part
+		return needs[ri] + f.spread
 	}
-	// The level: every need at or under it is met, the rest share what is
-	// left equally. Some need is above it, since the needs add up to more
-	// than free.
-	level := free / k
-	var met, metSum int64
-	for {
-		met, metSum = 0, 0
-		for _, i := range order {
-			if needs[i] <= level {
-				met++
-				metSum += needs[i]
-			}
-		}
-		next := (free - metSum) / (k - met)
-		if next == level {
-			break
-		}
-		level = next
-	}
-	if needs[ri] <= level {
+	if needs[ri] <= f.level {
 		return needs[ri]
 	}
-	rest := free - metSum - level*(k-met)
+	rest := free - f.metSum - f.level*(int64(len(order))-f.met)
 	var turn int64
 	for _, i := range order {
-		if needs[i] > level && before(i, ri) {
+		if needs[i] > f.level && before(i, ri) {
 			turn++
 		}
 	}
 	if turn < rest {
-		return level + 1
+		return f.level + 1
 	}
-	return level
+	return f.level
+}
+
+// overFair returns what the members other than the one at place ri hold
+// beyond twice their parts of free, split as fairShare splits it when it
+// water-fills once (by the needs over the next soon ns), and beyond what
+// their demand spends in an interval: at least what they give back at
+// their next reports, when the owner sizes their caps to their parts
+// again. Twice: a cap granted before the others' demand was known, not
+// one that its member's moving demand estimate left a little over its
+// part (see grant). sc holds the needs and holds by place (see tally).
+func overFair(free int64, ri int, sc *grantScratch) int64 {
+	order := sc.order[:0]
+	defer func() { sc.order = order[:0] }()
+	for i, n := range sc.needs {
+		if n > 0 {
+			order = append(order, i)
+		}
+	}
+	f := waterLevel(free, sc.needs, order)
+	var over int64
+	for i, h := range sc.holds {
+		if i != ri {
+			over += max(0, h-2*f.part(sc.needs[i]))
+		}
+	}
+	return over
+}
+
+// fill is how water-filling splits a budget among origins by their needs
+// (see waterFill), but for the units left over from the divisions.
+type fill struct {
+	sum         int64 // the needs
+	full        bool  // every need met: sum <= the budget
+	spread      int64 // if full, what each origin with demand gets on top of its need
+	level       int64 // if not, what each origin whose need is above it gets
+	met, metSum int64 // and how many needs are at or under it, and their sum
+}
+
+// part is an origin's part of the budget for its need, less the units
+// left over.
+func (f *fill) part(need int64) int64 {
+	switch {
+	case need <= 0:
+		return 0
+	case f.full:
+		return need + f.spread
+	}
+	return min(need, f.level)
+}
+
+// waterLevel splits free among the origins in order (those with demand)
+// by their needs, max-min fair. The level: every need at or under it is
+// met, the rest share what is left equally. It is found by raising it
+// from free / len(order) until no more needs fall under it (a few passes;
+// it gives the level of a walk through the needs in increasing order,
+// which TestWaterFillMatchesSortedWalk checks).
+func waterLevel(free int64, needs []int64, order []int) fill {
+	var f fill
+	k := int64(len(order))
+	for _, i := range order {
+		f.sum += needs[i]
+	}
+	if f.sum <= free {
+		f.full = true
+		if k > 0 {
+			f.spread = (free - f.sum) / k
+		}
+		return f
+	}
+	// Some need is above the level, since the needs add up to more than
+	// free.
+	f.level = free / k
+	for {
+		f.met, f.metSum = 0, 0
+		for _, i := range order {
+			if needs[i] <= f.level {
+				f.met++
+				f.metSum += needs[i]
+			}
+		}
+		next := (free - f.metSum) / (k - f.met)
+		if next == f.level {
+			return f
+		}
+		f.level = next
+	}
 }
 
 // grantScratch is the slices a grant works in, kept by the owner (under
@@ -707,5 +782,6 @@ type grantScratch struct {
 	gc    grantContext
 	needs []int64 // by place: needs over the next soon ns (see reach)
 	left  []int64 // and over the rest of the window
+	holds []int64 // what each holds beyond its estimate and an interval's demand
 	order []int
 }

@@ -851,3 +851,79 @@ func TestOwnerReservesShortTiersForReserveMin(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnerPromisesWhatOthersHoldBeyondTheirParts: in a burst, the member
+// whose demand the owner learns first gets a large cap (its demand over
+// the rest of the window is more than the limit, and nobody else's is
+// known yet); the others' caps then take the rest. A member whose demand
+// shows up last finds everything held. Its part of the limit is held by
+// the first member beyond twice that member's own part, and comes back once
+// that member has reported with its cap lowered: the answer says so
+// (Spare > 0, the request waits) instead of refusing at once. Explorer scenario 176 (issue 12): a
+// member at 5 of a limit of 140 with 18 admitted in all refused until its
+// next report. Under steady overload, where each holds its part, nothing
+// is promised.
+func TestOwnerPromisesWhatOthersHoldBeyondTheirParts(t *testing.T) {
+	o := NewOwner(OwnerConfig{Lease: true, Self: "o"})
+	names := []string{"first", "b", "c", "d", "late"}
+	o.SetMembers(base, names, nil)
+	ms := members(names...)
+	k := ownerKey()
+	const limit = 140
+	ts := 50 * time.Millisecond
+	var all []*member
+	for _, n := range names {
+		all = append(all, ms[n])
+	}
+	beat(o, ts, time.Second, all...)
+	ts = time.Second
+	late := ms["late"]
+	late.sync(o, at(ts), k, limit, 1) // a request before the burst
+	late.own = late.cap
+	ts += 300 * time.Millisecond
+	for _, n := range names[:4] { // the burst reaches the others first
+		m := ms[n]
+		m.own = 3
+		m.sync(o, at(ts), k, limit, 10)
+		ts += 5 * time.Millisecond
+	}
+	first := ms["first"]
+	if first.cap < 2*limit/int64(len(names)) {
+		t.Fatalf("setup: the first member's cap is %d, want it well above a fifth of %d", first.cap, limit)
+	}
+	a := late.sync(o, at(ts), k, limit, 10)
+	if a.Grant > late.own {
+		t.Fatalf("setup: the late member got %d beyond its count; want everything held by the others", a.Grant-late.own)
+	}
+	if a.Spare <= 0 {
+		t.Fatalf("the late member (cap %d, all spent) is told nothing more comes, while the first holds %d", late.cap, first.cap-first.own)
+	}
+	// The promise holds: the first member's next report lowers its cap,
+	// the one after tells the owner the member has the lower cap, and the
+	// late member's next report gets what that freed.
+	for range 2 {
+		ts += 200 * time.Millisecond
+		first.sync(o, at(ts), k, limit, 10)
+	}
+	a = late.sync(o, at(ts+time.Millisecond), k, limit, 10)
+	if a.Grant <= late.own {
+		t.Errorf("after the first member's report the late member got nothing (cap %d, count %d)", a.Grant, late.own)
+	}
+
+	// Steady overload: every member at its part, all spent, each round.
+	for range 10 {
+		ts += 200 * time.Millisecond
+		for _, n := range names {
+			m := ms[n]
+			m.own = max(m.own, m.cap)
+			a = m.sync(o, at(ts), k, limit, 10)
+		}
+	}
+	for _, n := range names {
+		m := ms[n]
+		m.own = max(m.own, m.cap)
+		if a := m.sync(o, at(ts+100*time.Millisecond), k, limit, 10); a.Grant <= m.own && a.Spare > 0 {
+			t.Errorf("steady overload: %s (cap %d spent) is promised %d", n, m.cap, a.Spare)
+		}
+	}
+}
