@@ -185,7 +185,7 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 			spare += fair - allowed
 		case float64(gc.left) > gc.soon:
 			spare += max(fair-allowed, sums.excess)
-		default:
+		case fair > allowed: // else nothing is r's that others hold
 			spare += min(fair-allowed, max(sums.excess, overFair(free-unallocated, ri, &o.scratch)))
 		}
 	}
@@ -656,13 +656,17 @@ func fairShare(free int64, ri int, soon, left float64, sc *grantScratch) int64 {
 // need, then place. Without sorting (see waterLevel); r's turn for a
 // left-over unit is a count.
 func waterFill(free int64, needs []int64, order []int, ri int) int64 {
+	k := int64(len(order))
 	// before reports whether origin a comes before b: by need, then place.
 	before := func(a, b int) bool { return needs[a] < needs[b] || needs[a] == needs[b] && a < b }
-	f := waterLevel(free, needs, order)
-	if f.full {
+	var sum int64
+	for _, i := range order {
+		sum += needs[i]
+	}
+	if sum <= free {
 		// Every need met: what is left goes to the origins with demand, in
 		// equal parts, the units left over one each in order.
-		rest := (free - f.sum) % int64(len(order))
+		part, rest := (free-sum)/k, (free-sum)%k
 		var turn int64
 		for _, i := range order {
 			if before(i, ri) {
@@ -670,14 +674,15 @@ func waterFill(free int64, needs []int64, order []int, ri int) int64 {
 			}
 		}
 		if turn < rest {
-			return needs[ri] + f.spread + 1
+			return needs[ri] + part + 1
 		}
-		return needs[ri] + f.spread
+		return needs[ri] + part
 	}
+	f := waterLevel(free, needs, order)
 	if needs[ri] <= f.level {
 		return needs[ri]
 	}
-	rest := free - f.metSum - f.level*(int64(len(order))-f.met)
+	rest := free - f.metSum - f.level*(k-f.met)
 	var turn int64
 	for _, i := range order {
 		if needs[i] > f.level && before(i, ri) {
