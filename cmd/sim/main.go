@@ -19,7 +19,10 @@
 // windows where lease did worse than static, and the lease policy's worst
 // scenarios with the file text that reproduces each (or, with -explore-out
 // DIR, writes them to DIR/NAME.txt). -explore-noskew runs the same
-// scenarios with their clocks in step, to tell what clock skew adds.
+// scenarios with their clocks in step, to tell what clock skew adds;
+// -explore-median counts their windows on the members' median clock, the
+// one the engines enforce, to tell the windows the cluster let over its
+// limit from a cluster clock that is off the simulator's.
 // -explore-print I prints scenario I's file, to run it alone with -file:
 //
 //	go run ./cmd/sim -seed 1 -explore-print 207 > explore-1-207.txt
