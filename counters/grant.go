@@ -157,29 +157,27 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		r.hadShare = r.hadShare || allowed > 0
 		// What nobody needs is spare only as far as nobody holds it.
 		spare = min(spare, max(0, free-sums.out-allowed))
-		// r's part that others hold beyond what their demand needs comes
-		// with the next answers, as they report and give it back (demand
-		// that moved from one instance to another). So does all of r's part
-		// while r has had no share beyond its count in this window (its
-		// demand just appeared): the others' next reports tell whether
-		// their demand is still there. Under overload an instance that
-		// already had a share is told that only what the others hold beyond
-		// twice their parts comes (overFair): none when the parts were
-		// handed out by the demand of now (a demand estimate that moves
-		// makes a cap a little over its part, and an asker that waits for
-		// that waits up to three intervals to be refused: with the parts
-		// themselves, three times the requests waiting and two thirds more
-		// sync messages on sim/testdata/skew.txt), some when a member got a large cap
-		// early in a burst, before the others' demand was known here, and
-		// the others' caps now hold the whole limit. Told that nothing comes, r
-		// would refuse at once what it gets two of that member's reports
-		// later (the lowered cap, then its acknowledgement): issue 12,
-		// explorer scenario 176, a member at 5 of a limit of 140 with 18
-		// admitted in all refused until its own next report. In a window
-		// longer than the horizon, all that the others hold beyond their
-		// near-term need may come: a burst at r (demand this answer does
-		// not know of) gets it at r's next reports, as the owner moves the
-		// parts to the new demand.
+		// r's part that others hold beyond what their demand needs comes with
+		// the next answers, as they report and give it back (demand that moved
+		// from one instance to another). So does all of r's part while r has had
+		// no share beyond its count in this window (its demand just appeared):
+		// the others' next reports tell whether their demand is still there.
+		// Under overload an instance that already had a share is told that only
+		// what the others hold beyond twice their parts comes (overFair): none
+		// when the parts were handed out by the demand of now (a demand estimate
+		// that moves makes a cap a little over its part, and an asker that waits
+		// for that waits up to three intervals to be refused: with the parts
+		// themselves, three times the requests waiting and two thirds more sync
+		// messages on sim/testdata/skew.txt), some when a member got a large cap
+		// early in a burst, before the others' demand was known here, and the
+		// others' caps now hold the whole limit. Told that nothing comes, r
+		// would refuse at once what it gets two of that member's reports later
+		// (the lowered cap, then its acknowledgement): issue 12, explorer
+		// scenario 176, a member at 5 of a limit of 140 with 18 admitted in all
+		// refused until its own next report. In a window longer than the
+		// horizon, all that the others hold beyond their near-term need may
+		// come: a burst at r (demand this answer does not know of) gets it at
+		// r's next reports, as the owner moves the parts to the new demand.
 		switch {
 		case !r.hadShare && !(r.heldGrant && r.held+r.base > estR):
 			spare += fair - allowed
