@@ -130,12 +130,7 @@ func (c *clockSync) update(self string, alive []string) {
 			delete(c.peers, m)
 		}
 	}
-	slices.Sort(c.buf)
-	n := len(c.buf)
-	median := c.buf[n/2]
-	if n%2 == 0 {
-		median = c.buf[n/2-1] + (c.buf[n/2]-c.buf[n/2-1])/2
-	}
+	median := Median(c.buf)
 	switch band := int64(clockDeadBand); {
 	case median > band:
 		median -= band
@@ -145,6 +140,22 @@ func (c *clockSync) update(self string, alive []string) {
 		median = 0
 	}
 	c.shift.Store(median)
+}
+
+// Median returns the median of offsets, sorting them in place: the mean
+// of the two middle ones for an even count, 0 for none. A member's shift
+// takes it to the median of the members' clock offsets (update); the
+// simulator counts windows on the same clock (sim's "measure median").
+func Median(offsets []int64) int64 {
+	slices.Sort(offsets)
+	n := len(offsets)
+	switch {
+	case n == 0:
+		return 0
+	case n%2 == 1:
+		return offsets[n/2]
+	}
+	return offsets[n/2-1] + (offsets[n/2]-offsets[n/2-1])/2
 }
 
 // ClockShift returns what the engine adds to every time it is given: the

@@ -260,7 +260,13 @@ func (w *world) setup(seed uint64) error {
 		in.up = true // the initial members all know each other from the start
 	}
 	if sc.MedianClock {
-		w.shift = medianOffset(w.insts)
+		// The clock the engines bring their members' clocks to, once all
+		// of them have heard each other.
+		offs := make([]int64, len(w.insts))
+		for i, in := range w.insts {
+			offs[i] = in.offset
+		}
+		w.shift = node.Median(offs)
 	}
 	for _, in := range w.insts {
 		if err := w.start(in, false); err != nil {
@@ -326,26 +332,6 @@ func (sc *Scenario) sla(id string) *SLA {
 		}
 	}
 	return nil
-}
-
-// medianOffset returns the median of the instances' clock offsets (the
-// mean of the two middle ones for an even count): the clock the engines
-// bring their members' clocks to (see node's clock.go), while all of them
-// are up and have heard each other.
-func medianOffset(insts []*instance) int64 {
-	offs := make([]int64, len(insts))
-	for i, in := range insts {
-		offs[i] = in.offset
-	}
-	slices.Sort(offs)
-	n := len(offs)
-	if n == 0 {
-		return 0
-	}
-	if n%2 == 1 {
-		return offs[n/2]
-	}
-	return offs[n/2-1] + (offs[n/2]-offs[n/2-1])/2
 }
 
 func (w *world) newInstance(name string) *instance {
