@@ -97,6 +97,54 @@ func TestPartitionSafe(t *testing.T) {
 	}
 }
 
+// A sliding tier's window holds back the window before's count, weighted
+// by what of it is still inside the sliding period: worked out by hand, 3
+// instances, 1000 per 10 s, even arrivals, the window at 10 s after one
+// that charged before.
+func TestPartitionSafeSliding(t *testing.T) {
+	const head = "desc ref\ninstances 3\nsync 100ms\nduration 20s\nsla api sliding:10s:1000\n"
+	for _, tc := range []struct {
+		name    string
+		src     string
+		offered int64
+		before  int64
+		want    float64
+	}{{
+		// The room grows by 100 a second from 0; 200 a second arrive.
+		name: "steady at 2x after a full window", src: "traffic tenants=a sla=api rate=2x arrivals=even\n",
+		offered: 2000, before: 1000, want: 1000,
+	}, {
+		// All 2000 in the first second: the room grows to 100 by then.
+		name: "a burst after a full window", src: "traffic tenants=a sla=api rate=2x arrivals=even burst=10%\n",
+		offered: 2000, before: 1000, want: 100,
+	}, {
+		// The room is 500 at the start and grows by 50 a second: 550
+		// after the burst's second.
+		name: "a burst after a half-full window", src: "traffic tenants=a sla=api rate=2x arrivals=even burst=10%\n",
+		offered: 2000, before: 500, want: 550,
+	}, {
+		name: "nothing before: the fixed rule", src: "traffic tenants=a sla=api rate=2x arrivals=even burst=10%\n",
+		offered: 2000, before: 0, want: 1000,
+	}, {
+		// 500 by the cut at 15 s, when the room is 0; then n2, with all
+		// the traffic, gets a third of what the window before frees:
+		// 100 / 3 a second for 5 s.
+		name: "cut mid-window", src: "traffic tenants=a sla=api rate=2x spread=n2:100% arrivals=even\nat 15s partition n0,n1 | n2\n",
+		offered: 2000, before: 1000, want: 500 + 500.0/3,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc, err := ParseScenario("ref", []byte(head+tc.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := Window{Tenant: "a", SLA: "api/10s", WindowStart: 10, Limit: 1000, Offered: tc.offered, before: tc.before}
+			if got := PartitionSafe(sc, &Result{Windows: []Window{w}})[0]; math.Abs(got-tc.want) > 0.01 {
+				t.Errorf("%.2f, want %.2f", got, tc.want)
+			}
+		})
+	}
+}
+
 // The rule itself, before admit clamps it, never gives out more than the
 // limit nor more than was offered: the sides' shares of the budget left add
 // up to at most the budget, and the parts' scaled offers to the window's.
@@ -109,13 +157,14 @@ func TestPartitionSafeBounds(t *testing.T) {
 		}
 		ref := newReference(sc)
 		// Windows of every tier and traffic line, offered as much as the
-		// limit, half, twice: the scaling must keep the bound.
+		// limit, half, twice, after windows that charged nothing, half the
+		// limit and all of it: the scaling must keep the bound.
 		for _, tr := range sc.Traffic {
 			for _, tier := range sc.sla(tr.SLA).Tiers {
 				for start := sc.Warmup; start+tier.Period <= sc.Duration; start += tier.Period {
-					for _, f := range []float64{0.5, 1, 2} {
+					for j, f := range []float64{0.5, 1, 2} {
 						w := Window{Tenant: tr.Tenants[0], SLA: tierName(tr.SLA, tier.Period), WindowStart: start.Seconds(),
-							Limit: tier.Threshold, Offered: int64(f * float64(tier.Threshold))}
+							Limit: tier.Threshold, Offered: int64(f * float64(tier.Threshold)), before: int64(j) * tier.Threshold / 2}
 						if got := ref.ruleAdmits(w); got < 0 || got > float64(min(w.Offered, w.Limit))+1e-6 {
 							t.Fatalf("%s: %s %s at %v offered %d: the rule admits %.2f, outside [0, min(offered, limit)]",
 								name, w.Tenant, w.SLA, start, w.Offered, got)

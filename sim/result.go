@@ -82,6 +82,10 @@ type Window struct {
 	Offered  int64 `json:"offered"`
 	Admitted int64 `json:"admitted"`
 	Charged  int64 `json:"charged"`
+	// before is what the tier charged to the window before this one
+	// (measured or not): what a sliding tier weighs at this window's
+	// start, which the partition-safe reference holds back.
+	before int64
 }
 
 // overshootBeyond reports whether the window charged more than pct percent
@@ -151,6 +155,9 @@ func (w *world) result() *Result {
 					Offered:     tc.offered[k],
 					Admitted:    tc.admitted[k],
 					Charged:     tc.charged[k],
+				}
+				if k > 0 {
+					win.before = tc.charged[k-1]
 				}
 				over = max(over, win.Overshoot())
 				under = max(under, win.Undershoot())
