@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -378,5 +379,31 @@ func TestExploreFamilies(t *testing.T) {
 	want := fmt.Sprintf("  %s: %d\n", FamilyOther, f[FamilyOther])
 	if !strings.Contains(b.String(), "by family") || !strings.Contains(b.String(), want) {
 		t.Errorf("the summary lacks the families (%q):\n%s", want, b.String())
+	}
+}
+
+// TestBelowStatic: a window counts as lease below static by what its own
+// tier denied, not by what another tier of the SLA denied before it.
+func TestBelowStatic(t *testing.T) {
+	win := func(offered, admitted int64) Window {
+		return Window{Tenant: "a", SLA: "api/5s", Limit: 100, Offered: offered, Admitted: admitted, Charged: admitted}
+	}
+	for _, tc := range []struct {
+		name          string
+		lease, static Window
+		requests, pts float64
+		below         bool
+	}{
+		{"one tier: what lease denied", win(100, 60), win(100, 90), 30, 30, true},
+		{"another tier denied the rest: no gap", win(4, 4), win(8, 8), 0, 0, false},
+		{"another tier denied some, this tier 2", win(6, 4), win(8, 8), 2, 25, true},
+		{"within a point", win(200, 199), win(200, 200), 1, 0.5, false},
+		{"static over its limit", win(200, 60), Window{Limit: 100, Offered: 200, Admitted: 110, Charged: 110}, 50, 25, false},
+		{"lease admitted more", win(100, 95), win(100, 90), -5, -5, false},
+	} {
+		req, pts, below := belowStatic(tc.lease, tc.static)
+		if req != tc.requests || math.Abs(pts-tc.pts) > 1e-9 || below != tc.below {
+			t.Errorf("%s: %v requests, %v points, below %v; want %v, %v, %v", tc.name, req, pts, below, tc.requests, tc.pts, tc.below)
+		}
 	}
 }
