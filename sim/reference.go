@@ -49,9 +49,14 @@ import (
 //     arrivals put more or fewer requests on one side than expected, the
 //     reference is off by that much.
 //   - The sides split the budget left at the moment of each membership
-//     change, with the global count at that moment; after a heal, it
-//     assumes the sides' counts merge at once (the simulated cluster takes
-//     a sync interval or two). A membership change during a partition (a
+//     change, with the global count at that moment. A heal merges them
+//     once the members notice it, as a crash counts once the survivors
+//     notice it (the detect delay plus half its jitter; the simulator
+//     feeds each member the healed view after the delay and a jitter of
+//     its own): until then each side still sees only itself, and no rule
+//     that acts on the members' views can do better than its share. The
+//     counts merge at once then (the simulated cluster takes a sync
+//     interval or two). A membership change during a partition (a
 //     crash on one side) re-pools the remainder as if the sides could
 //     compare their counts: an upper bound there.
 //   - A one-way cut (A -> C) is read as a partition between C and everyone
@@ -436,8 +441,13 @@ func membershipSegments(sc *Scenario) []refSegment {
 
 	type change struct {
 		at int64
-		ev *Event // nil: a crash detected
+		ev *Event // nil: a crash detected, or a heal noticed
+		// heal says a heal is noticed; cuts is the count of partitions
+		// and cuts before it (a later one keeps its sides).
+		heal bool
+		cuts int
 	}
+	cuts := 0
 	var changes []change
 	for i := range sc.Timeline {
 		changes = append(changes, change{at: int64(sc.Timeline[i].At), ev: &sc.Timeline[i]})
@@ -506,9 +516,18 @@ func membershipSegments(sc *Scenario) []refSegment {
 		if c.at >= end {
 			continue
 		}
-		if ev := c.ev; ev != nil {
+		if c.heal {
+			if c.cuts == cuts {
+				clear(cutTo)
+				for _, m := range members {
+					m.group = 0
+				}
+				joinGroup = 0
+			}
+		} else if ev := c.ev; ev != nil {
 			switch ev.Kind {
 			case EvPartition:
+				cuts++
 				gid := map[string]int{}
 				rest := 1
 				for i, g := range ev.Groups {
@@ -533,15 +552,15 @@ func membershipSegments(sc *Scenario) []refSegment {
 					joinGroup = rest
 				}
 			case EvCut:
+				cuts++
 				for _, n := range ev.Groups[1] {
 					cutTo[n] = true
 				}
 			case EvHeal:
-				clear(cutTo)
-				for _, m := range members {
-					m.group = 0
-				}
-				joinGroup = 0
+				// The members' views merge once they notice (the detect
+				// delay plus half its jitter): until then each side
+				// still admits its share, as each still sees only itself.
+				changes = append(changes, change{at: c.at + detect, heal: true, cuts: cuts})
 			case EvCrash:
 				if m := byName[ev.Name]; m != nil && m.up {
 					m.up = false

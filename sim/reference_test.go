@@ -47,12 +47,20 @@ func TestPartitionSafe(t *testing.T) {
 		offered: []int64{800, 800},
 		want:    []float64{800, 800},
 	}, {
-		// 12-14 s: n2 alone gets a third of the 800 left (267 > its 200
-		// offered); after the heal, the 600 left serve the 600 offered.
+		// 12 s to 14.85 s (local profile: the heal at 14 s is noticed
+		// 0.85 s later): n2 alone gets a third of the 800 left, 266.7 of
+		// its 285 offered; then the 533.3 left serve the 515 offered.
 		name:    "healed within the window",
 		src:     hotN2 + "at 12s partition n0,n1 | n2\nat 14s heal\n",
 		offered: []int64{1000, 1000},
-		want:    []float64{1000, 1000},
+		want:    []float64{200 + 800.0/3 + 515, 1000},
+	}, {
+		// The heal at 14 s would be noticed at 20 s (LAN profile), after
+		// the partition that began at 15 s: that one's sides stay.
+		name:    "a cut before the heal is noticed keeps its sides",
+		src:     "profile lan\n" + hotN2 + "at 12s partition n0,n1 | n2\nat 14s heal\nat 15s partition n0,n1 | n2\n",
+		offered: []int64{1000, 1000},
+		want:    []float64{200 + 800.0/3, 1000.0 / 3},
 	}, {
 		// Local profile: the crash at 10 s is detected at 10.85 s. Until
 		// then n2 keeps its third: n0 and n1 may admit 666.7 of the 127.5
