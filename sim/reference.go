@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"iter"
 	"math"
 	"slices"
 	"strconv"
@@ -256,12 +257,8 @@ func (ref *reference) slidingAdmits(w Window, tier Tier, start int64, scale floa
 	frees := before / period // budget the window before frees per ns
 	admitted := 0.0
 	var got []float64
-	for s := range ref.segments {
-		seg := &ref.segments[s]
-		a, b := max(seg.start, start), min(seg.end, end)
-		if a >= b {
-			continue
-		}
+	for seg, in := range ref.within(start, end) {
+		a, b := in[0], in[1]
 		base := admitted // the budget left when the sides split it
 		got = append(got[:0], make([]float64, len(seg.sides))...)
 		for t := a; t < b; {
@@ -345,12 +342,8 @@ func (ref *reference) parts(lines []int, period time.Duration, start int64) []re
 	}
 	end := start + int64(period)
 	var out []refPart
-	for s := range ref.segments {
-		seg := &ref.segments[s]
-		a, b := max(seg.start, start), min(seg.end, end)
-		if a >= b {
-			continue
-		}
+	for seg, in := range ref.within(start, end) {
+		a, b := in[0], in[1]
 		p := refPart{shares: make([]float64, len(seg.sides)), offered: make([]float64, len(seg.sides))}
 		for i, side := range seg.sides {
 			p.shares[i] = side.share
@@ -365,6 +358,19 @@ func (ref *reference) parts(lines []int, period time.Duration, start int64) []re
 	}
 	ref.cache[k] = out
 	return out
+}
+
+// within yields, in order, the membership segments that overlap [start,
+// end) and the part of each that lies inside it.
+func (ref *reference) within(start, end int64) iter.Seq2[*refSegment, [2]int64] {
+	return func(yield func(*refSegment, [2]int64) bool) {
+		for s := range ref.segments {
+			seg := &ref.segments[s]
+			if a, b := max(seg.start, start), min(seg.end, end); a < b && !yield(seg, [2]int64{a, b}) {
+				return
+			}
+		}
+	}
 }
 
 // integrate returns a stream's expected arrivals in [a, b): the integral of
