@@ -167,6 +167,11 @@ type Exploration struct {
 	// UnderFamilies counts, by family (indexed by Family), lease's windows
 	// that undershoot the safe reference by more than its target.
 	UnderFamilies [numFamilies]int
+	// UnderBy counts, of those windows, the ones whose admissions fell
+	// short of the reference by at most one request (UnderBy[0]) and at
+	// most two (UnderBy[1]): in a window with a limit under 20 one
+	// request is 5% or more.
+	UnderBy [2]int
 	// Anomalies lists runs the simulator flagged: answers Apply refused or
 	// series evicted (both should never happen).
 	Anomalies []string
@@ -335,6 +340,7 @@ type outcome struct {
 	worst    [numMetrics]Case // lease's worst window per metric
 	hasLease bool
 	families [numFamilies]int // lease's windows under the safe reference, by family
+	underBy  [2]int           // and those of them short by at most 1 and 2 requests
 	gaps     []Gap
 	compared int
 	anomaly  []string
@@ -420,6 +426,9 @@ func Explore(cfg ExploreConfig) (*Exploration, error) {
 		for f := range numFamilies {
 			e.UnderFamilies[f] += o.families[f]
 		}
+		for j := range e.UnderBy {
+			e.UnderBy[j] += o.underBy[j]
+		}
 		e.LeaseWorse = append(e.LeaseWorse, o.gaps...)
 		e.LeaseWorseCount += len(o.gaps)
 		e.LeaseWorseWindows += o.compared
@@ -487,6 +496,11 @@ func exploreOne(cfg ExploreConfig, i int) outcome {
 					for f, in := range fs {
 						if in {
 							o.families[f]++
+						}
+					}
+					for j := range o.underBy {
+						if safe[k]-float64(w.Charged) <= float64(j+1)+1e-9 {
+							o.underBy[j]++
 						}
 					}
 				}
@@ -629,6 +643,7 @@ func (e *Exploration) Summary(w io.Writer) error {
 		for f := range numFamilies {
 			pw.printf("  %s: %d\n", f, e.UnderFamilies[f])
 		}
+		pw.printf("short of the reference by one request or less: %d, by two or less: %d\n", e.UnderBy[0], e.UnderBy[1])
 	}
 	pw.printf("\nsync messages:")
 	for _, s := range e.Policies {

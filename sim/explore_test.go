@@ -380,6 +380,44 @@ func TestExploreFamilies(t *testing.T) {
 	if !strings.Contains(b.String(), "by family") || !strings.Contains(b.String(), want) {
 		t.Errorf("the summary lacks the families (%q):\n%s", want, b.String())
 	}
+	// Those short by a request or two: a part of them, counted per window.
+	by := e.UnderBy
+	if by[0] > by[1] || by[1] > under {
+		t.Errorf("short by at most one request %d, two %d, of %d under: want nested", by[0], by[1], under)
+	}
+	var one, two int
+	for i := range 4 {
+		name, src := ExploreConfig{Seed: 11}.Scenario(i)
+		sc, err := ParseScenario(name, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Run(sc, Lease, ExploreRunSeed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		safe := PartitionSafe(sc, r)
+		for k, w := range r.Windows {
+			if short := safe[k] - float64(w.Charged); UndershootVsSafe(w, safe[k]) > 0.05 {
+				one += b2i(short <= 1+1e-9)
+				two += b2i(short <= 2+1e-9)
+			}
+		}
+	}
+	t.Logf("under %d, short by <= 1: %d, <= 2: %d", under, one, two)
+	if by != [2]int{one, two} {
+		t.Errorf("short by one request or less, two or less: %v, want %v", by, [2]int{one, two})
+	}
+	if want := fmt.Sprintf("by one request or less: %d, by two or less: %d\n", one, two); !strings.Contains(b.String(), want) {
+		t.Errorf("the summary lacks %q", want)
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // TestBelowStatic: a window counts as lease below static by what its own
