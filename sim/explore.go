@@ -172,6 +172,11 @@ type Exploration struct {
 	// most two (UnderBy[1]): in a window with a limit under 20 one
 	// request is 5% or more.
 	UnderBy [2]int
+	// UnderNoneDenied counts, of those windows, the ones that denied none
+	// of the requests that arrived in them: some waited for an answer
+	// across the window's end and were charged to the next window, while
+	// this one's budget went unused.
+	UnderNoneDenied int
 	// Anomalies lists runs the simulator flagged: answers Apply refused or
 	// series evicted (both should never happen).
 	Anomalies []string
@@ -341,6 +346,7 @@ type outcome struct {
 	hasLease bool
 	families [numFamilies]int // lease's windows under the safe reference, by family
 	underBy  [2]int           // and those of them short by at most 1 and 2 requests
+	underND  int              // and those that denied no request that arrived in them
 	gaps     []Gap
 	compared int
 	anomaly  []string
@@ -429,6 +435,7 @@ func Explore(cfg ExploreConfig) (*Exploration, error) {
 		for j := range e.UnderBy {
 			e.UnderBy[j] += o.underBy[j]
 		}
+		e.UnderNoneDenied += o.underND
 		e.LeaseWorse = append(e.LeaseWorse, o.gaps...)
 		e.LeaseWorseCount += len(o.gaps)
 		e.LeaseWorseWindows += o.compared
@@ -502,6 +509,9 @@ func exploreOne(cfg ExploreConfig, i int) outcome {
 						if safe[k]-float64(w.Charged) <= float64(j+1)+1e-9 {
 							o.underBy[j]++
 						}
+					}
+					if w.Admitted >= w.Offered {
+						o.underND++
 					}
 				}
 				for m := range numMetrics {
@@ -644,6 +654,7 @@ func (e *Exploration) Summary(w io.Writer) error {
 			pw.printf("  %s: %d\n", f, e.UnderFamilies[f])
 		}
 		pw.printf("short of the reference by one request or less: %d, by two or less: %d\n", e.UnderBy[0], e.UnderBy[1])
+		pw.printf("denying none of the requests that arrived in them (some waited across the window's end and were charged to the next): %d\n", e.UnderNoneDenied)
 	}
 	pw.printf("\nsync messages:")
 	for _, s := range e.Policies {

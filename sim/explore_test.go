@@ -385,7 +385,7 @@ func TestExploreFamilies(t *testing.T) {
 	if by[0] > by[1] || by[1] > under {
 		t.Errorf("short by at most one request %d, two %d, of %d under: want nested", by[0], by[1], under)
 	}
-	var one, two int
+	var one, two, none int
 	for i := range 4 {
 		name, src := ExploreConfig{Seed: 11}.Scenario(i)
 		sc, err := ParseScenario(name, src)
@@ -401,15 +401,19 @@ func TestExploreFamilies(t *testing.T) {
 			if short := safe[k] - float64(w.Charged); UndershootVsSafe(w, safe[k]) > 0.05 {
 				one += b2i(short <= 1+1e-9)
 				two += b2i(short <= 2+1e-9)
+				none += b2i(w.Admitted >= w.Offered)
 			}
 		}
 	}
-	t.Logf("under %d, short by <= 1: %d, <= 2: %d", under, one, two)
+	t.Logf("under %d, short by <= 1: %d, <= 2: %d; denying nothing: %d", under, one, two, none)
 	if by != [2]int{one, two} {
 		t.Errorf("short by one request or less, two or less: %v, want %v", by, [2]int{one, two})
 	}
 	if want := fmt.Sprintf("by one request or less: %d, by two or less: %d\n", one, two); !strings.Contains(b.String(), want) {
 		t.Errorf("the summary lacks %q", want)
+	}
+	if e.UnderNoneDenied != none || none > under {
+		t.Errorf("windows under that denied nothing: %d, want %d (of %d under)", e.UnderNoneDenied, none, under)
 	}
 }
 
