@@ -700,7 +700,11 @@ func waterFill(free int64, needs []int64, order []int, ri int) int64 {
 // their next reports, when the owner sizes their caps to their parts
 // again. Twice: a cap granted before the others' demand was known, not
 // one that its member's moving demand estimate left a little over its
-// part (see grant). sc holds the needs and holds by place (see tally).
+// part (see grant). sc holds the needs and holds by place as tally left
+// them: grant calls it only when the window has no more than soon ns left,
+// where fairShare water-fills once and does not rewrite the needs. It
+// finds the level fairShare's waterFill found again, which keeps that
+// common path in line (routing it through waterLevel cost 4.7%).
 func overFair(free int64, ri int, sc *grantScratch) int64 {
 	order := sc.order[:0]
 	defer func() { sc.order = order[:0] }()

@@ -256,6 +256,7 @@ func (ref *reference) slidingAdmits(w Window, tier Tier, start int64, scale floa
 	limit, before := float64(w.Limit), float64(w.before)
 	frees := before / period // budget the window before frees per ns
 	admitted := 0.0
+	rates := make([]float64, len(lines)) // per ns, of each line, in a piece
 	var got []float64
 	for seg, in := range ref.within(start, end) {
 		a, b := in[0], in[1]
@@ -263,16 +264,15 @@ func (ref *reference) slidingAdmits(w Window, tier Tier, start int64, scale floa
 		got = append(got[:0], make([]float64, len(seg.sides))...)
 		for t := a; t < b; {
 			next := b
-			for _, l := range lines {
-				_, n := ref.streams[l].rateAt(t)
-				next = min(next, n)
+			for j, l := range lines {
+				r, n := ref.streams[l].rateAt(t)
+				rates[j], next = r/1e9, min(next, n)
 			}
 			dt := float64(next - t)
 			for i, side := range seg.sides {
-				var rate float64 // per ns, on this side
-				for _, l := range lines {
-					r, _ := ref.streams[l].rateAt(t)
-					rate += r / 1e9 * seg.frac[l][i] * scale
+				var rate float64 // on this side
+				for j, l := range lines {
+					rate += rates[j] * seg.frac[l][i] * scale
 				}
 				room := side.share*(limit-base-before*float64(end-t)/period) - got[i]
 				got[i] += fill(rate, side.share*frees, room, dt)
