@@ -467,20 +467,29 @@ func TestClusterWaitPacesCaller(t *testing.T) {
 	c := startCluster(t, 2, clusterOpts{policy: PolicyLease})
 	l := counters.Limit{Tenant: "w", Endpoint: "/p", Method: "GET", Period: 200 * time.Millisecond, Threshold: 5}
 	n := c.nodes[0]
-	// Exhaust this window, then Wait must return in a later one. The
-	// window is the one the denial was decided in: one that began while the
-	// call ran (a loaded machine under -race) leaves that unknown, and the
-	// loop goes on into the next. So does a denial that says budget may
-	// still come (a wait for the owner's answer that ran out: Retry-After
-	// of a sync interval, before the window ends).
-	window := func() int64 { return counters.WindowStart(time.Now().UnixNano(), int64(l.Period)) }
-	var before int64
-	for {
+	// Exhaust a window, then Wait must return in a later one. A window is
+	// exhausted once n0 has admitted the whole limit in it (n1 serves
+	// nothing): a denial alone does not say so, since the owner holds
+	// budget back for a sync interval after the membership changed, and a
+	// wait for its answer may run out first. Windows are counted on the
+	// engine's clock (it reads time shifted to the members' median), and a
+	// call during which a window began counts in neither.
+	window := func() int64 {
+		return counters.WindowStart(time.Now().Add(n.Engine().ClockShift()).UnixNano(), int64(l.Period))
+	}
+	var before, admitted int64
+	for deadline := time.Now().Add(10 * time.Second); admitted < l.Threshold; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no window in 10 s where n0 admitted all %d", l.Threshold)
+		}
 		start := window()
 		d, _ := n.Allow(context.Background(), l)
-		if end := window(); !d.Allowed && d.RetryAfter >= d.Reset && end == start {
-			before = end
-			break
+		end := window()
+		if end != before {
+			before, admitted = end, 0
+		}
+		if d.Allowed && end == start {
+			admitted++
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
