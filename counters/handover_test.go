@@ -1,6 +1,7 @@
 package counters
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -145,4 +146,48 @@ func TestOwnerAfterAPartitionHeals(t *testing.T) {
 		{"c", 1, 5, 9, 5, "c", 13},
 		{"a", 1, 5, 10, 4, "a", 14},
 	})
+}
+
+// TestOwnerTakingOverAWindowFirstHeardAsStray: a member whose view changed
+// first reports a window to this owner while, in this owner's view, the
+// series is still another owner's (a stray report: counted, nothing
+// granted). When this owner's view catches up and the series becomes its
+// own, the window is one it took over: the old owner, now out of reach,
+// may have granted b a cap in it, so a does not get the rest of the limit,
+// just as when this owner first hears of the window after the change.
+// Explorer scenario 298 (seed 1): the window was taken as this owner's
+// from the start (the membership had not changed here when it was first
+// heard of), both sides of a partition granted nearly the whole limit,
+// and a tenant was admitted 43 of 25.
+func TestOwnerTakingOverAWindowFirstHeardAsStray(t *testing.T) {
+	for _, stray := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stray=%v", stray), func(t *testing.T) {
+			o := NewOwner(OwnerConfig{Lease: true, Self: "o", Contact: time.Second, Settle: time.Second})
+			o.SetMembers(at(-5*time.Second), []string{"a", "b", "o", "old"}, nil)
+			o.SetOwnership(at(-5*time.Second), ownsNot)
+			a, b := &member{name: "a"}, &member{name: "b"}
+			beat(o, -5*time.Second, 2*time.Second, a, b)
+			k := ownerKey()
+			if stray {
+				// a's view already has o as the owner; o's does not yet.
+				seq := o.Hello(at(1500*time.Millisecond), "a")
+				o.Report(at(1500*time.Millisecond), "a", 1, &Report{Key: k, Threshold: 100, Own: 5, Demand: 5, Stray: true})
+				o.Acknowledge(at(1500*time.Millisecond), "a", a.ack, o.view, true)
+				a.ack = seq
+			}
+			// At 2 s o's view catches up: old and b are on the other side
+			// of a partition, and the series is o's.
+			gone := map[string]int64{"b": at(2 * time.Second).UnixNano(), "old": at(2 * time.Second).UnixNano()}
+			o.SetMembers(at(2*time.Second), []string{"a", "o"}, gone)
+			o.SetOwnership(at(2*time.Second), owns)
+			a.own = 5
+			var ans Answer
+			for ts := 2100 * time.Millisecond; ts < 4*time.Second; ts += 200 * time.Millisecond {
+				ans = a.sync(o, at(ts), k, 100, 20)
+			}
+			if !ans.HasGrant || ans.Grant > 20 {
+				t.Fatalf("a's answer %+v: want a grant of at most 20 (b may hold what old granted it)", ans)
+			}
+		})
+	}
 }

@@ -317,10 +317,11 @@ type ownerWindow struct {
 	expires   int64
 	created   int64 // when this owner first heard of the window (Unix ns)
 	// inherited says a membership change came during the window (or within
-	// Settle before it) and before this owner first heard of it: another
-	// owner may have granted caps in it that this one learns only as
-	// members report. A member reporting a cap another owner granted in the
-	// window says the same (see grant).
+	// Settle before it) and before this owner first heard of it, or that it
+	// first heard of it in a stray report: another owner may have granted
+	// caps in it that this one learns only as members report. A member
+	// reporting a cap another owner granted in the window says the same
+	// (see grant).
 	inherited bool
 	// ownedThroughout says this owner owned the window's series in every membership
 	// view it held since Settle before the window began (SetOwnership): no
@@ -676,11 +677,15 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 			ser = o.addSeries(r.Key)
 		}
 		w = &ownerWindow{
-			series:    ser,
-			start:     r.Key.WindowStart,
-			expires:   r.Key.WindowStart + 2*int64(r.Key.Period) + int64(o.cfg.Grace),
-			created:   nowNs,
-			inherited: o.members.changedAt > r.Key.WindowStart-int64(o.cfg.Settle),
+			series:  ser,
+			start:   r.Key.WindowStart,
+			expires: r.Key.WindowStart + 2*int64(r.Key.Period) + int64(o.cfg.Grace),
+			created: nowNs,
+			// A stray report (the key is another owner's in this owner's
+			// view) starts a window that owner may be granting caps in: if
+			// this owner takes the series over later in the window, it did
+			// not grant them all.
+			inherited: o.members.changedAt > r.Key.WindowStart-int64(o.cfg.Settle) || r.Stray,
 		}
 		w.origins = w.originsBuf[:0]
 		if w.inherited {
