@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -172,6 +173,11 @@ type Exploration struct {
 	// most two (UnderBy[1]): in a window with a limit under 20 one
 	// request is 5% or more.
 	UnderBy [2]int
+	// UnderCauses counts those windows by what most likely cost them (the
+	// first Cause that applies; every window has one), and UnderCauseShort
+	// the requests they fell short of the reference by.
+	UnderCauses     [numCauses]int
+	UnderCauseShort [numCauses]float64
 	// UnderNoneDenied counts, of those windows, the ones that denied none
 	// of the requests that arrived in them: some waited for an answer
 	// across the window's end and were charged to the next window, while
@@ -337,6 +343,87 @@ func families(ref *reference, w Window, cls []Class) (fs [numFamilies]bool) {
 	return fs
 }
 
+// Cause is what most likely cost lease a window under the safe reference,
+// judged from the scenario's events around it, the first that applies.
+type Cause int
+
+const (
+	// CauseCrash: a member crashed at most the reserve horizon (3 periods,
+	// at least 10 s: node.Config's ReserveWindows and ReserveMin) plus
+	// the detect delay before the window ended. The reserve rule keeps a
+	// lost member's share, since a crash looks like a partition; the
+	// reference gives it to the survivors once they notice.
+	CauseCrash Cause = iota
+	// CausePartition: a partition or cut began before the window ended and
+	// was not healed, or not yet noticed healed, when it began.
+	CausePartition
+	// CauseMembership: a member joined, left or restarted from twice the
+	// detect delay before the window on to its end.
+	CauseMembership
+	// CauseCalmSmall: none of these, and a limit under 20.
+	CauseCalmSmall
+	// CauseCalmShort: none of these, and a tier under 3 sync intervals.
+	CauseCalmShort
+	// CauseCalm: none of these.
+	CauseCalm
+	numCauses
+)
+
+var causeNames = [numCauses]string{
+	CauseCrash:      "a crash within the reserve horizon",
+	CausePartition:  "a partition or cut, or its heal not yet noticed",
+	CauseMembership: "a member joining, leaving or restarting",
+	CauseCalmSmall:  "no fault near it, a limit under 20",
+	CauseCalmShort:  "no fault near it, a tier under 3 sync intervals",
+	CauseCalm:       "no fault near it, neither",
+}
+
+func (c Cause) String() string { return causeNames[c] }
+
+// causeOf returns the Cause of window w.
+func causeOf(ref *reference, w Window) Cause {
+	tier, start, ok := ref.window(w)
+	if !ok {
+		return CauseCalm
+	}
+	sc := ref.sc
+	end := start + int64(tier.Period)
+	detect := int64(sc.Detect + sc.DetectJitter)
+	horizon := max(3*int64(tier.Period), int64(10*time.Second)) + detect
+	var crash, cut, member bool
+	for i, ev := range sc.Timeline {
+		at := int64(ev.At)
+		switch ev.Kind {
+		case "crash":
+			crash = crash || (at < end && at+horizon > start)
+		case "partition", "cut", "isolate":
+			healed := int64(math.MaxInt64)
+			for _, h := range sc.Timeline[i+1:] {
+				if h.Kind == "heal" {
+					healed = int64(h.At) + detect
+					break
+				}
+			}
+			cut = cut || (at < end && healed > start)
+		case "join", "leave", "restart":
+			member = member || (at < end && at+2*detect > start)
+		}
+	}
+	switch {
+	case crash:
+		return CauseCrash
+	case cut:
+		return CausePartition
+	case member:
+		return CauseMembership
+	case w.Limit < 20:
+		return CauseCalmSmall
+	case tier.Period < 3*sc.Sync:
+		return CauseCalmShort
+	}
+	return CauseCalm
+}
+
 // outcome is what one scenario gave, reduced to what the summary needs.
 type outcome struct {
 	err      error
@@ -344,9 +431,11 @@ type outcome struct {
 	policies []policyOutcome
 	worst    [numMetrics]Case // lease's worst window per metric
 	hasLease bool
-	families [numFamilies]int // lease's windows under the safe reference, by family
-	underBy  [2]int           // and those of them short by at most 1 and 2 requests
-	underND  int              // and those that denied no request that arrived in them
+	families [numFamilies]int   // lease's windows under the safe reference, by family
+	underBy  [2]int             // and those of them short by at most 1 and 2 requests
+	underND  int                // and those that denied no request that arrived in them
+	causes   [numCauses]int     // and by cause
+	short    [numCauses]float64 // and the requests they fell short by
 	gaps     []Gap
 	compared int
 	anomaly  []string
@@ -436,6 +525,10 @@ func Explore(cfg ExploreConfig) (*Exploration, error) {
 			e.UnderBy[j] += o.underBy[j]
 		}
 		e.UnderNoneDenied += o.underND
+		for c := range numCauses {
+			e.UnderCauses[c] += o.causes[c]
+			e.UnderCauseShort[c] += o.short[c]
+		}
 		e.LeaseWorse = append(e.LeaseWorse, o.gaps...)
 		e.LeaseWorseCount += len(o.gaps)
 		e.LeaseWorseWindows += o.compared
@@ -513,6 +606,9 @@ func exploreOne(cfg ExploreConfig, i int) outcome {
 					if w.Admitted >= w.Offered {
 						o.underND++
 					}
+					c := causeOf(ref, w)
+					o.causes[c]++
+					o.short[c] += safe[k] - float64(w.Charged)
 				}
 				for m := range numMetrics {
 					c := Case{Index: i, Name: name, Value: wm[m], Requests: reqs[m], Window: w, Safe: safe[k]}
@@ -655,6 +751,10 @@ func (e *Exploration) Summary(w io.Writer) error {
 		}
 		pw.printf("short of the reference by one request or less: %d, by two or less: %d\n", e.UnderBy[0], e.UnderBy[1])
 		pw.printf("denying none of the requests that arrived in them (some waited across the window's end and were charged to the next): %d\n", e.UnderNoneDenied)
+		pw.printf("by what most likely cost them (the first that applies), windows and the requests they fell short by:\n")
+		for c := range numCauses {
+			pw.printf("  %s: %d, %.0f requests\n", c, e.UnderCauses[c], e.UnderCauseShort[c])
+		}
 	}
 	pw.printf("\nsync messages:")
 	for _, s := range e.Policies {

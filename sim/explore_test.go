@@ -415,6 +415,56 @@ func TestExploreFamilies(t *testing.T) {
 	if e.UnderNoneDenied != none || none > under {
 		t.Errorf("windows under that denied nothing: %d, want %d (of %d under)", e.UnderNoneDenied, none, under)
 	}
+	// Every window under has exactly one cause.
+	var causes int
+	for c, n := range e.UnderCauses {
+		causes += n
+		if want := fmt.Sprintf("  %s: %d, %.0f requests\n", Cause(c), n, e.UnderCauseShort[c]); !strings.Contains(b.String(), want) {
+			t.Errorf("the summary lacks %q", want)
+		}
+	}
+	if causes != under {
+		t.Errorf("causes %v add up to %d windows, want the %d under", e.UnderCauses, causes, under)
+	}
+}
+
+// TestCauseOf: a window's cause is the first of crash, partition and
+// membership change that its events give, else what its limit and tier
+// are.
+func TestCauseOf(t *testing.T) {
+	const head = "desc causes\ninstances 4\nsync 500ms\nprofile local\nduration 60s\nsla s1 fixed:10s:100 fixed:1s:10\ntraffic tenants=a sla=s1 rate=1x\n"
+	for _, tc := range []struct {
+		name, events string
+		sla          string
+		start        float64
+		limit        int64
+		want         Cause
+	}{
+		{"calm", "", "s1/10s", 20, 100, CauseCalm},
+		{"calm, small", "", "s1/10s", 20, 10, CauseCalmSmall},
+		{"calm, short", "", "s1/1s", 20, 100, CauseCalmShort},
+		{"crash within the horizon", "at 5s crash n1\n", "s1/10s", 30, 100, CauseCrash},
+		{"crash past the horizon", "at 5s crash n1\n", "s1/10s", 40, 100, CauseCalm},
+		{"crash after the window", "at 35s crash n1\n", "s1/10s", 20, 100, CauseCalm},
+		{"partition in it", "at 25s partition n0 | n1,n2,n3\nat 45s heal\n", "s1/10s", 20, 100, CausePartition},
+		{"heal not yet noticed", "at 5s partition n0 | n1,n2,n3\nat 19800ms heal\n", "s1/10s", 20, 100, CausePartition},
+		{"heal noticed before", "at 5s partition n0 | n1,n2,n3\nat 15s heal\n", "s1/10s", 20, 100, CauseCalm},
+		{"no heal", "at 5s cut n0 -> n1\n", "s1/10s", 50, 100, CausePartition},
+		{"crash and partition", "at 25s partition n0 | n1,n2,n3\nat 26s crash n1\n", "s1/10s", 20, 100, CauseCrash},
+		{"join", "at 21s join n4\n", "s1/10s", 20, 100, CauseMembership},
+		{"leave just before", "at 19500ms leave n3\n", "s1/10s", 20, 100, CauseMembership},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc, err := ParseScenario(tc.name, []byte(head+tc.events))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := Window{Tenant: "a", SLA: tc.sla, WindowStart: tc.start, Limit: tc.limit}
+			if got := causeOf(newReference(sc), w); got != tc.want {
+				t.Errorf("%s at %vs: %q, want %q", tc.sla, tc.start, got, tc.want)
+			}
+		})
+	}
 }
 
 func b2i(b bool) int {
