@@ -31,6 +31,10 @@ type contact struct {
 	// them (a partition that healed). 0: none seen.
 	gapFrom, gapAck int64
 	self            bool // the record of this owner itself, always in contact
+	// members is how many members the member said it counts (PeerMembers),
+	// and membersAt when (Unix ns).
+	members   int
+	membersAt int64
 	// at is the member's place in ownerMembers.sorted, -1 if it is not
 	// there: Acknowledge counts the record's changes in ownerMembers.vers[at].
 	at int
@@ -54,6 +58,34 @@ func (o *Owner) Hello(now time.Time, origin string) uint64 {
 	c.seq++
 	c.sent[c.seq%contactRing] = nowNs
 	return c.seq
+}
+
+// PeerMembers records that a batch origin sent at now says it counts n
+// members in its static shares (its alive members and those it lost
+// lately; 0: it did not say). Call it with Hello, before the batch's
+// reports. See grant: an owner that joined during a window and hears of
+// more members than it knows cannot know who held that window's budget.
+func (o *Owner) PeerMembers(now time.Time, origin string, n int) {
+	if n <= 0 {
+		return
+	}
+	nowNs := now.UnixNano()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c := o.contact(nowNs, origin)
+	c.members, c.membersAt = n, nowNs
+}
+
+// knowsFewer reports whether a member in mw said, within the contact
+// period before now, that it counts more members than mw holds. The lock
+// must be held.
+func (o *Owner) knowsFewer(now int64, mw *memberWindow) bool {
+	for i := range mw.names {
+		if c := o.members.contact[mw.at[i]]; c != nil && c.members > len(mw.names) && now-c.membersAt < int64(o.cfg.Contact) {
+			return true
+		}
+	}
+	return false
 }
 
 // Acknowledge records what a batch origin sent at now says of its link to

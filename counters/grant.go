@@ -130,6 +130,18 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		}
 		rest = max(rest, pool)
 	}
+	// An owner whose first view came after the window began (it joined,
+	// or restarted, during it), in a window another owner granted caps in,
+	// cannot know who was a member when the window began. If a member
+	// counts more members than it knows, some are out of its sight (on
+	// the other side of a partition, say), and the owner before it kept
+	// their part of the limit: the members that report caps it granted
+	// share those, and get nothing more in this window (explorer scenario
+	// 148: n4 joined the side of one member cut off from three, took a
+	// key over, and handed that side the limit; 25 admitted of 20).
+	if gc.inherited && w.nForeign > 0 && o.firstView > key.WindowStart-int64(o.cfg.Settle) && o.knowsFewer(now, mw) {
+		rest = max(rest, pool)
+	}
 	committed := firm + rest
 
 	free := w.threshold - committed - sums.e - estR

@@ -199,6 +199,9 @@ type Owner struct {
 	// from when each held, and whether it made this owner the owner of a
 	// series (by its hash). See SetOwnership.
 	ownership []ownView
+	// firstView is when this owner got its first membership view (Unix
+	// ns): it knows nothing of the windows that began before (see grant).
+	firstView int64
 	dropped   uint64
 	scratch   grantScratch
 	// decayDt and decayOf are decay's last argument and result.
@@ -539,6 +542,9 @@ func (o *Owner) SetMembers(now time.Time, alive []string, gone map[string]int64)
 		m.isAlive[i] = m.alive[name]
 	}
 	o.mu.Lock()
+	if o.firstView == 0 {
+		o.firstView = now.UnixNano()
+	}
 	m.changedAt = o.members.changedAt
 	m.leftAt = o.members.leftAt
 	for _, name := range o.members.sorted {

@@ -59,6 +59,7 @@ const (
 	MaxCount      = int64(1e15)          // any count or threshold
 	MaxPeriodMs   = int64(366 * 24 * time.Hour / time.Millisecond)
 	MaxOriginSize = 256
+	MaxMembers    = 1 << 16 // the members a batch says its sender counts
 )
 
 // ErrBadBatch is wrapped by every validation error of an inbound batch.
@@ -450,6 +451,7 @@ func (e *Engine) handle(now time.Time, req *peerpb.SyncRequest) (*peerpb.SyncRes
 	}
 	resp := &peerpb.SyncResponse{Totals: make([]*peerpb.Total, len(req.Reports)), Incarnation: e.cfg.Incarnation, PackedOk: true}
 	resp.Seq = e.owner.Hello(now, req.Origin)
+	e.owner.PeerMembers(now, req.Origin, int(req.Members))
 	for i, w := range req.Reports {
 		r := fromWire(w)
 		r.Ack = req.Ack
@@ -489,6 +491,9 @@ func (e *Engine) validate(req *peerpb.SyncRequest) error {
 	}
 	if len(req.Reports) > e.cfg.MaxBatch {
 		return fmt.Errorf("%w: %d reports, max %d", ErrBadBatch, len(req.Reports), e.cfg.MaxBatch)
+	}
+	if req.Members > MaxMembers {
+		return fmt.Errorf("%w: members %d, max %d", ErrBadBatch, req.Members, MaxMembers)
 	}
 	for i, r := range req.Reports {
 		if err := validReport(r); err != nil {

@@ -245,6 +245,7 @@ func TestEngineRejectsBadBatches(t *testing.T) {
 		{"negative own", &peerpb.SyncRequest{Origin: "n1", Reports: []*peerpb.Report{func() *peerpb.Report { r := good(); r.Own = -1; return r }()}}},
 		{"absurd threshold", &peerpb.SyncRequest{Origin: "n1", Reports: []*peerpb.Report{func() *peerpb.Report { r := good(); r.Threshold = MaxCount + 1; return r }()}}},
 		{"bad algorithm", &peerpb.SyncRequest{Origin: "n1", Reports: []*peerpb.Report{func() *peerpb.Report { r := good(); r.Algorithm = 7; return r }()}}},
+		{"absurd members", &peerpb.SyncRequest{Origin: "n1", Members: MaxMembers + 1, Reports: []*peerpb.Report{good()}}},
 	} {
 		if _, err := e.Handle(t0, tc.req); err == nil {
 			t.Errorf("%s: accepted", tc.name)
@@ -598,4 +599,31 @@ func TestEngineStrayAnswerFallsBackToStaticShare(t *testing.T) {
 	if more+got > 100 || more < 30 {
 		t.Errorf("once the views agree: %d more admitted after %d, want all 30 within the limit of 100", more, got)
 	}
+}
+
+// TestEngineBatchesSayTheirMembers: every batch says how many members its
+// sender counts in its static shares (alive, and lost lately), which an
+// owner that joined mid-window compares with its own view
+// (counters.Owner.PeerMembers).
+func TestEngineBatchesSayTheirMembers(t *testing.T) {
+	c := newCluster(t, 3, PolicyLease)
+	e := c.engines["n0"]
+	e.Take(t0, limit(100), 1)
+	check := func(want uint32) {
+		t.Helper()
+		bs := e.Prepare(t0.Add(100 * time.Millisecond))
+		if len(bs) == 0 {
+			t.Fatal("no batch")
+		}
+		for _, b := range bs {
+			if b.Req.Members != want {
+				t.Errorf("batch to %s says %d members, want %d", b.Owner, b.Req.Members, want)
+			}
+		}
+	}
+	check(3)
+	// n2 is lost (not a graceful leave): n0 still counts it.
+	e.SetMembers(t0.Add(50*time.Millisecond), []string{"n0", "n1"})
+	e.Take(t0.Add(60*time.Millisecond), limit(100), 1)
+	check(3)
 }

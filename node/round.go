@@ -419,7 +419,8 @@ func (r *round) begin(owner string) *Batch {
 // read: their reports count what was admitted under the grants of that
 // answer and earlier ones (counters.Report.Ack).
 func (r *round) request(owner string) *peerpb.SyncRequest {
-	req := &peerpb.SyncRequest{Origin: r.e.cfg.Name, Incarnation: r.e.cfg.Incarnation}
+	members, _ := r.e.table.Share()
+	req := &peerpb.SyncRequest{Origin: r.e.cfg.Name, Incarnation: r.e.cfg.Incarnation, Members: uint32(min(max(members, 0), MaxMembers))}
 	if l := r.links[owner]; l != nil {
 		req.Ack = l.ack.Load()
 	}

@@ -577,6 +577,7 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 
 	resp := &peerpb.SyncResponse{Incarnation: e.cfg.Incarnation, PackedOk: true}
 	resp.Seq = e.owner.Hello(now, req.Origin)
+	e.owner.PeerMembers(now, req.Origin, int(req.Members))
 	out := make([]byte, 0, 16*int(req.PackedCount)+16) // an answer is about 14 bytes
 	r = reader{b: req.Packed}
 	prev = -1

@@ -105,6 +105,12 @@ type SyncRequest struct {
 	// takes a lowered cap as what the sender holds only once the window is
 	// reported in a batch that acknowledges the answer.
 	AckCovers bool `protobuf:"varint,15,opt,name=ack_covers,json=ackCovers,proto3" json:"ack_covers,omitempty"`
+	// members is how many members the sender counts in its static shares:
+	// the alive ones and those it lost lately (0: not said). An owner that
+	// joined during a window learns from it that its own view may lack
+	// members that were in the cluster when the window began (see
+	// counters.Owner.PeerMembers).
+	Members uint32 `protobuf:"varint,16,opt,name=members,proto3" json:"members,omitempty"`
 	// The packed form of the reports, which peers send (a store gets
 	// `reports`): every report is a few varints, and a series' identity
 	// crosses the wire once per session, as an entry of a dictionary the
@@ -210,6 +216,13 @@ func (x *SyncRequest) GetAckCovers() bool {
 		return x.AckCovers
 	}
 	return false
+}
+
+func (x *SyncRequest) GetMembers() uint32 {
+	if x != nil {
+		return x.Members
+	}
+	return 0
 }
 
 func (x *SyncRequest) GetSession() uint32 {
@@ -671,7 +684,7 @@ var File_peer_proto protoreflect.FileDescriptor
 const file_peer_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"peer.proto\x12\fpeerlimit.v1\"\xb4\x03\n" +
+	"peer.proto\x12\fpeerlimit.v1\"\xce\x03\n" +
 	"\vSyncRequest\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\tR\x06origin\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12.\n" +
@@ -681,6 +694,7 @@ const file_peer_proto_rawDesc = "" +
 	"\x04view\x18\x06 \x01(\x04R\x04view\x12\x1d\n" +
 	"\n" +
 	"ack_covers\x18\x0f \x01(\bR\tackCovers\x12\x18\n" +
+	"\amembers\x18\x10 \x01(\rR\amembers\x12\x18\n" +
 	"\asession\x18\a \x01(\rR\asession\x12\x1b\n" +
 	"\tdict_base\x18\b \x01(\rR\bdictBase\x12\x12\n" +
 	"\x04dict\x18\t \x01(\fR\x04dict\x12\x13\n" +
