@@ -250,11 +250,14 @@ func TestExploreDeterministic(t *testing.T) {
 // target: what was measured plus 2% for noise (then 361 overshooting,
 // 11,052 under the safe reference and 14,375 wrongly denied of 80,298;
 // since stray-started windows count as taken over, 359, 11,085 and
-// 14,422, within the same bounds). A change
+// 14,422; since an owner that joined mid-window grants only the old
+// owner's caps there when it knows fewer members than its peers, 347,
+// 11,099 and 14,440: the overshoot bound is 347's, the others stay). A
+// change
 // that misses more fails TestExploreMany; one that misses fewer should
 // lower these.
 var exploreRatchet = map[int][numTargets]int{
-	500: {TargetOvershoot: 366, TargetUndershootSafe: 11273, TargetWronglyDenied: 14662},
+	500: {TargetOvershoot: 354, TargetUndershootSafe: 11273, TargetWronglyDenied: 14662},
 }
 
 // TestExploreMany runs the explorer over -explore scenarios (none by
