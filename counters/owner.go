@@ -497,10 +497,10 @@ func NewOwner(cfg OwnerConfig) *Owner {
 		cfg.Grace = 2 * time.Second
 	}
 	if cfg.ReserveWindows <= 0 {
-		cfg.ReserveWindows = 3
+		cfg.ReserveWindows = DefaultReserveWindows
 	}
 	if cfg.ReserveMin <= 0 {
-		cfg.ReserveMin = 10 * time.Second
+		cfg.ReserveMin = DefaultReserveMin
 	}
 	if cfg.Settle <= 0 {
 		cfg.Settle = 2 * time.Second
@@ -513,6 +513,12 @@ func NewOwner(cfg OwnerConfig) *Owner {
 	}
 	return &Owner{cfg: cfg, series: make(map[uint64]*OwnerSeries), bucketMask: ^uint64(0), contacts: map[string]*contact{}}
 }
+
+// The defaults of OwnerConfig.ReserveWindows and ReserveMin.
+const (
+	DefaultReserveWindows = 3
+	DefaultReserveMin     = 10 * time.Second
+)
 
 // SetMembers tells the owner, at now, who can spend budget: alive are the
 // members it can reach now, gone those it lost, with when each was last

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -348,14 +347,15 @@ func families(ref *reference, w Window, cls []Class) (fs [numFamilies]bool) {
 type Cause int
 
 const (
-	// CauseCrash: a member crashed at most the reserve horizon (3 periods,
-	// at least 10 s: node.Config's ReserveWindows and ReserveMin) plus
+	// CauseCrash: a member crashed at most the reserve horizon (the
+	// default ReserveWindows periods, at least the default ReserveMin) plus
 	// the detect delay before the window ended. The reserve rule keeps a
 	// lost member's share, since a crash looks like a partition; the
 	// reference gives it to the survivors once they notice.
 	CauseCrash Cause = iota
-	// CausePartition: a partition or cut began before the window ended and
-	// was not healed, or not yet noticed healed, when it began.
+	// CausePartition: the membership was split in sides (a partition or
+	// cut, or its heal not yet noticed) at some moment of the window, as
+	// the reference has it (membershipSegments).
 	CausePartition
 	// CauseMembership: a member joined, left or restarted from twice the
 	// detect delay before the window on to its end.
@@ -389,25 +389,19 @@ func causeOf(ref *reference, w Window) Cause {
 	sc := ref.sc
 	end := start + int64(tier.Period)
 	detect := int64(sc.Detect + sc.DetectJitter)
-	horizon := max(3*int64(tier.Period), int64(10*time.Second)) + detect
+	horizon := max(counters.DefaultReserveWindows*int64(tier.Period), int64(counters.DefaultReserveMin)) + detect
 	var crash, cut, member bool
-	for i, ev := range sc.Timeline {
+	for _, ev := range sc.Timeline {
 		at := int64(ev.At)
 		switch ev.Kind {
 		case "crash":
 			crash = crash || (at < end && at+horizon > start)
-		case "partition", "cut", "isolate":
-			healed := int64(math.MaxInt64)
-			for _, h := range sc.Timeline[i+1:] {
-				if h.Kind == "heal" {
-					healed = int64(h.At) + detect
-					break
-				}
-			}
-			cut = cut || (at < end && healed > start)
 		case "join", "leave", "restart":
 			member = member || (at < end && at+2*detect > start)
 		}
+	}
+	for seg := range ref.within(start, end) {
+		cut = cut || len(seg.sides) > 1
 	}
 	switch {
 	case crash:
