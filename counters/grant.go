@@ -113,8 +113,10 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	firm += sums.firm
 
 	hidden := w.hidden()
+	ghost := w.ghost
 	if prev != nil {
 		hidden += weighted(prev.hidden(), gc.weight)
+		ghost += weighted(prev.ghost, gc.weight)
 	}
 	// The silent members' reserves cover their counts, which the counts
 	// known only through a previous owner (hidden) are part of, unless a
@@ -142,7 +144,7 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	if gc.inherited && w.nForeign > 0 && o.firstView > key.WindowStart-int64(o.cfg.Settle) && o.knowsFewer(now, mw) {
 		rest = max(rest, pool)
 	}
-	committed := firm + rest
+	committed := firm + rest + ghost
 
 	free := w.threshold - committed - sums.e - estR
 	// Of what nobody is expected to need, the members with demand get

@@ -51,6 +51,18 @@ type Report struct {
 	KnownAcked           int64
 	KnownFrom            string
 	KnownFromIncarnation uint64
+	// Final says the origin's count is final in its incarnation: the
+	// report is part of its graceful leave. Set by the receiver, never
+	// sent.
+	Final bool
+	// Local, set by an owner merging its own windows (Origin is Self), is
+	// its table's entry of the series: between two merges the owner reads
+	// its own count there when it answers another origin, so that the
+	// totals others learn (and hand a successor as KnownGlobal) hold what
+	// the owner admitted until then, not until its last merge. A crashed
+	// owner so loses at most what it admitted since its last answer, as
+	// any member loses what it admitted since its last report.
+	Local *Entry
 	// Series, if not nil, is the handle of Key's series on this owner that
 	// an earlier Report left here: it spares the owner finding the series
 	// by its key's strings. Report sets it to the series' handle (nil if
@@ -282,6 +294,9 @@ type OwnerSeries struct {
 	// before, late or early ones within the grace).
 	wins []*ownerWindow
 	gone bool // swept: its handles look the series up again
+	// local is this member's own entry of the series (Report.Local), nil
+	// if it has merged none or the entry left its table.
+	local *Entry
 }
 
 // window returns the series' window starting at start, or nil.
@@ -348,6 +363,9 @@ type ownerWindow struct {
 	// got it back (see lost).
 	last     int64
 	regained bool
+	// ghost is what earlier runs of the origins may have admitted after
+	// their last reports (unreported): not counted, reserved.
+	ghost int64
 	// nForeign is how many origins reported holding a cap another owner
 	// granted in the window (hasForeign), and foreignCaps the sum of the
 	// smallest such caps (foreignCap).
@@ -374,6 +392,7 @@ type originState struct {
 	heldGrant   bool // the cap held is a grant (not its count or static share)
 	heldCarry   bool // and whether that cap carries into the next window
 	hasGiven    bool
+	final       bool   // its count is final in its incarnation (Report.Final)
 	carry       bool   // the last grant carries into the next window
 	hadShare    bool   // a grant beyond its count was given in this window
 	hasForeign  bool   // see foreignCap
@@ -407,6 +426,24 @@ func (o *originState) total() int64 { return o.base + o.own }
 // origin says so), or what this owner had of it when it got the series
 // back from the predecessor, whichever is more.
 func (o *originState) part() int64 { return max(o.snapOwn, o.lost) }
+
+// unreported is what an earlier run of the origin may have admitted in
+// the window after its last report here, once a new run reports: a run
+// that ended without a graceful leave (it crashed, or was killed) last
+// reported at most an interval or so before it ended, and may have
+// admitted what it was offered since, at the rate of its last interval,
+// within the cap this owner granted it. The owner reserves it for the
+// rest of the window but does not count it: the totals stay what the
+// members reported. Without it a restart within the window lost up to an
+// interval of the origin's admissions (sim/testdata/kill-restart.txt).
+// The lock must be held.
+func (o *Owner) unreported(s *originState) int64 {
+	if !o.cfg.Lease || !s.hasGiven || s.final || s.incarnation == 0 {
+		return 0 // no cap of this owner's to spend (a G-counter adds up what it hears)
+	}
+	capv := max(s.base+s.held, s.given)
+	return max(0, min(capv-s.total(), int64(math.Round(s.instant*float64(o.cfg.Interval)))))
+}
 
 // rate is the origin's demand rate per ns, as Report estimates it: the
 // larger of its moving average and its decaying peak of bursts.
@@ -724,11 +761,15 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 	before := st.total()
 	switch {
 	case incarnation > st.incarnation:
+		w.ghost += o.unreported(st)
 		st.base += st.own
 		st.incarnation, st.own = incarnation, r.Own
-		st.hasGiven, st.carry = false, false
+		st.hasGiven, st.carry, st.final = false, false, false
 	case incarnation == st.incarnation && r.Own > st.own:
 		st.own = r.Own
+	}
+	if r.Final && incarnation == st.incarnation {
+		st.final = true
 	}
 	w.counted += st.total() - before
 	stale := incarnation < st.incarnation
@@ -804,6 +845,14 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 			st.snapFrom, st.snapInc = r.KnownFrom, r.KnownFromIncarnation
 		}
 	}
+	switch {
+	case origin == o.cfg.Self:
+		if r.Local != nil && incarnation == o.cfg.SelfIncarnation {
+			ser.local = r.Local
+		}
+	case ser.local != nil:
+		o.ownNow(w)
+	}
 	global := w.total()
 	if !o.cfg.Lease {
 		return Answer{Global: global}
@@ -828,6 +877,34 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 	o.refreshSlot(w, st)
 	// The cap is on the origin's estimate in its current incarnation.
 	return Answer{Global: global, Grant: grant - st.base, HasGrant: true, Carry: st.carry, Spare: spare}
+}
+
+// ownNow raises this owner's own count in w to what its entry of the
+// series holds now (see Report.Local), before it answers another origin:
+// its grant and total then count what this owner admitted until now, as
+// they count another origin's admissions until its report. The lock must
+// be held; the entry's is taken inside it (nothing takes the owner's lock
+// holding an entry's).
+func (o *Owner) ownNow(w *ownerWindow) {
+	ser := w.series
+	st := w.find(o.cfg.Self)
+	if st == nil || st.incarnation != o.cfg.SelfIncarnation {
+		return // not merged in this window yet: the next merge counts it
+	}
+	en := ser.local
+	en.mu.Lock()
+	own, ok := en.ownIn(w.start)
+	dead := en.dead
+	en.mu.Unlock()
+	if dead {
+		ser.local = nil
+		return
+	}
+	if ok && own > st.own {
+		w.counted += own - st.own
+		st.own = own
+		o.refreshSlot(w, st)
+	}
 }
 
 // addSeries adds k's series (its window start ignored), which the owner

@@ -927,3 +927,84 @@ func TestOwnerPromisesWhatOthersHoldBeyondTheirParts(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnerAnswersWithItsOwnCountNow: between two merges of its own
+// windows, an owner answers another origin with what its own entry holds
+// at that moment, so that the totals the others learn (and would hand a
+// successor if this owner crashed) miss none of its admissions up to the
+// answer. Before, they held its count as of its last merge: a SIGKILLed
+// owner lost up to two intervals of its own traffic where any other
+// member loses one (TestKillRestartWithinWindow, 1040 of 1000).
+func TestOwnerAnswersWithItsOwnCountNow(t *testing.T) {
+	tb := newTable(t, Optimistic{})
+	lim := []Limit{{Tenant: "org1", Endpoint: "/p", Method: "GET", Period: 10 * time.Second, Threshold: 100}}
+	take := func(n int, d time.Duration) {
+		t.Helper()
+		for range n {
+			if dec, err := tb.Take(at(d), lim, 1); err != nil || !dec.Allowed {
+				t.Fatalf("take: %+v, %v", dec, err)
+			}
+		}
+	}
+	take(10, 0)
+	en := tb.Get("org1", "/p", "GET", 10*time.Second)
+	if en == nil {
+		t.Fatal("no entry")
+	}
+	o := NewOwner(OwnerConfig{Lease: true, Self: "o", SelfIncarnation: 7, Interval: 200 * time.Millisecond})
+	o.SetMembers(base, []string{"o", "p"}, nil)
+	self := &Report{Key: ownerKey(), Threshold: 100, Own: 10, Demand: 10, Local: en}
+	o.Report(at(100*time.Millisecond), "o", 7, self)
+	take(5, 150*time.Millisecond) // after the merge, before the next
+	a := o.Report(at(200*time.Millisecond), "p", 1, &Report{Key: ownerKey(), Threshold: 100, Own: 3, Demand: 3})
+	if a.Global != 18 {
+		t.Errorf("answer to p: global %d, want 18 (o's 15 now and p's 3)", a.Global)
+	}
+	// Another run of the owner's name does not read this run's entry.
+	o2 := NewOwner(OwnerConfig{Lease: true, Self: "o", SelfIncarnation: 8, Interval: 200 * time.Millisecond})
+	o2.SetMembers(base, []string{"o", "p"}, nil)
+	o2.Report(at(100*time.Millisecond), "o", 7, &Report{Key: ownerKey(), Threshold: 100, Own: 10, Demand: 10, Local: en})
+	take(5, 250*time.Millisecond)
+	if a := o2.Report(at(300*time.Millisecond), "p", 1, &Report{Key: ownerKey(), Threshold: 100, Own: 3, Demand: 3}); a.Global != 13 {
+		t.Errorf("owner of another incarnation: global %d, want 13 (the counts reported)", a.Global)
+	}
+}
+
+// TestOwnerReservesWhatAKilledRunMayHaveAdmitted: when a new run of an
+// origin reports in a window where its run before held a grant, that run
+// may have admitted what it was offered over an interval since its last
+// report, within its cap: the owner reserves that for the rest of the
+// window, and counts only what was reported (the totals stay exact). A run
+// that left gracefully said its count was final: nothing is reserved.
+func TestOwnerReservesWhatAKilledRunMayHaveAdmitted(t *testing.T) {
+	for _, final := range []bool{false, true} {
+		o := NewOwner(OwnerConfig{Lease: true, Self: "o", Interval: time.Second})
+		o.SetMembers(base, []string{"a", "b"}, nil)
+		// a asks, then admits 20 a second.
+		o.Report(at(0), "a", 1, &Report{Key: ownerKey(), Threshold: 100, Own: 0, Demand: 1})
+		var own int64
+		for i := 1; i <= 3; i++ {
+			own += 20
+			ans := o.Report(at(time.Duration(i)*time.Second), "a", 1, &Report{Key: ownerKey(), Threshold: 100, Own: own, Demand: 20, Cap: 80, HasGrant: true, Final: final && i == 3})
+			if !ans.HasGrant {
+				t.Fatalf("report %d: answer %+v, want a grant", i, ans)
+			}
+		}
+		// a's next run reports from zero, idle; b asks for the rest.
+		a2 := o.Report(at(3500*time.Millisecond), "a", 2, &Report{Key: ownerKey(), Threshold: 100})
+		if a2.Global != own {
+			t.Errorf("final %v: global %d after the restart, want %d (what was reported)", final, a2.Global, own)
+		}
+		b := o.Report(at(3600*time.Millisecond), "b", 1, &Report{Key: ownerKey(), Threshold: 100, Demand: 100})
+		free := 100 - own // 40
+		if !final {
+			free -= 20 // an interval of a's last rate
+		}
+		if b.Global != own || b.Grant+a2.Grant > free {
+			t.Errorf("final %v: b's answer %+v with a's new run's grant %d, want global %d and grants within %d", final, b, a2.Grant, own, free)
+		}
+		if b.Grant+a2.Grant < free-1 {
+			t.Errorf("final %v: b's grant %d with a's new run's %d, want about %d", final, b.Grant, a2.Grant, free)
+		}
+	}
+}

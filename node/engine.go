@@ -454,7 +454,7 @@ func (e *Engine) handle(now time.Time, req *peerpb.SyncRequest) (*peerpb.SyncRes
 	e.owner.PeerMembers(now, req.Origin, int(req.Members))
 	for i, w := range req.Reports {
 		r := fromWire(w)
-		r.Ack = req.Ack
+		r.Ack, r.Final = req.Ack, req.Leaving
 		if e.cfg.Central == "" {
 			owner, _ := e.ring.Owner(r.Key.SeriesHash())
 			r.Stray = owner != e.cfg.Name

@@ -374,7 +374,7 @@ func (r *round) series(en *counters.Entry, owner string) {
 			l.refs, l.reps, l.idx = r.ref(l.refs, en, s), append(l.reps, counters.Report{}), append(l.idx, li)
 			rep := &l.reps[len(l.reps)-1]
 			report(rep, e.table, en, s, capv, has)
-			rep.Series = e.local.series[li]
+			rep.Series, rep.Local = e.local.series[li], en
 		case b.enc != nil:
 			b.refs = r.ref(b.refs, en, s)
 			b.enc.add(wi, int64(en.PeriodOf()), s, capv, has)

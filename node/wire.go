@@ -604,7 +604,7 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 		rep.Key.Tenant, rep.Key.Endpoint, rep.Key.Method = k.tenant, k.endpoint, k.method
 		rep.Key.Period, rep.Key.WindowStart = k.period, w.start
 		rep.Threshold, rep.Algorithm = k.threshold, k.alg
-		rep.Own, rep.Demand, rep.Ack = w.own, w.demand, req.Ack
+		rep.Own, rep.Demand, rep.Ack, rep.Final = w.own, w.demand, req.Ack, req.Leaving
 		rep.Cap, rep.HasGrant, rep.Carry = w.cap, w.hasGrant, w.carry
 		rep.KnownGlobal, rep.KnownAcked = w.known, w.acked
 		rep.Series = k.series
