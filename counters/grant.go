@@ -144,6 +144,16 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	if gc.inherited && w.nForeign > 0 && o.firstView > key.WindowStart-int64(o.cfg.Settle) && o.knowsFewer(now, mw) {
 		rest = max(rest, pool)
 	}
+	// This member restarted, and its earlier run was alive in this window:
+	// as an owner it may have admitted and granted itself budget that no
+	// member knows of (see PreviousRun). Unless a member brings a total
+	// that run answered, or totals of another owner that hold counts no
+	// member reported here (hidden: an owner that took the window over
+	// while this member was away learnt them from the members that had
+	// that run's totals), this owner grants nothing in the window.
+	if o.prevRun > key.WindowStart && key.WindowStart < o.firstView && !w.prevRunKnown && hidden == 0 {
+		rest = max(rest, pool)
+	}
 	committed := firm + rest + ghost
 
 	free := w.threshold - committed - sums.e - estR

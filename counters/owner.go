@@ -214,8 +214,11 @@ type Owner struct {
 	// firstView is when this owner got its first membership view (Unix
 	// ns): it knows nothing of the windows that began before (see grant).
 	firstView int64
-	dropped   uint64
-	scratch   grantScratch
+	// prevRun is when an earlier run of this member was last heard from
+	// (Unix ns), 0 if none is known (see PreviousRun).
+	prevRun int64
+	dropped uint64
+	scratch grantScratch
 	// decayDt and decayOf are decay's last argument and result.
 	decayDt int64
 	decayOf float64
@@ -363,6 +366,9 @@ type ownerWindow struct {
 	// got it back (see lost).
 	last     int64
 	regained bool
+	// prevRunKnown says an origin brought a total that an earlier run of
+	// this member answered as the window's owner (see PreviousRun).
+	prevRunKnown bool
 	// ghost is what earlier runs of the origins may have admitted after
 	// their last reports (unreported): not counted, reserved.
 	ghost int64
@@ -612,6 +618,19 @@ func (o *Owner) SetMembers(now time.Time, alive []string, gone map[string]int64)
 	o.mu.Unlock()
 }
 
+// PreviousRun tells the owner that an earlier run of this member (before
+// it restarted under the same name) was heard from at at: in a window that
+// began before then, that run may have admitted and granted itself
+// budget as an owner that no other member knows of (a tenant all of whose
+// traffic reached it), so the owner grants nothing in such a window in
+// which no member brings knowledge of an earlier owner (a total it
+// answered or a cap it granted): sim/testdata/owner-restart-pinned.txt.
+func (o *Owner) PreviousRun(at time.Time) {
+	o.mu.Lock()
+	o.prevRun = max(o.prevRun, at.UnixNano())
+	o.mu.Unlock()
+}
+
 // SetMajority tells the owner whether its node reaches a majority of the
 // members it knew recently (the majority rule, OwnerConfig.Majority): only
 // then does it take back the budget of the members it cannot reach.
@@ -843,6 +862,9 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 			}
 			st.snapOthers, st.snapOwn = r.KnownGlobal-r.KnownAcked, r.KnownAcked
 			st.snapFrom, st.snapInc = r.KnownFrom, r.KnownFromIncarnation
+			if r.KnownFrom == o.cfg.Self {
+				w.prevRunKnown = true // a total an earlier run of this member answered
+			}
 		}
 	}
 	switch {

@@ -139,6 +139,8 @@ type Engine struct {
 	alive    []string         // sorted, includes self
 	lastSeen map[string]int64 // every member ever seen, last seen alive (Unix ns)
 	departed map[string]bool  // members that announced a graceful leave
+	runsMu   sync.Mutex
+	runs     map[string]*runSeen // the runs of the members heard from (noteRun)
 	// minority is when this member could not reach a majority (the
 	// majority rule), newest last; installed is what the table has.
 	minority, installed []counters.MinoritySpan
@@ -239,6 +241,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		contact:  contact,
 		lastSeen: map[string]int64{},
 		departed: map[string]bool{},
+		runs:     map[string]*runSeen{},
 		dicts:    map[string]*sendDict{},
 		recv:     map[string]*recvDict{},
 	}
@@ -436,6 +439,47 @@ func (e *Engine) Handle(now time.Time, req *peerpb.SyncRequest) (*peerpb.SyncRes
 }
 
 func (e *Engine) handle(now time.Time, req *peerpb.SyncRequest) (*peerpb.SyncResponse, error) {
+	resp, err := e.handleBatch(now, req)
+	if resp != nil && req.Origin != e.cfg.Name {
+		resp.PreviousRunMs = e.noteRun(req.Origin, req.Incarnation, now)
+	}
+	return resp, err
+}
+
+// noteRun records that member name was heard from at now in its run inc,
+// and returns when an earlier run of it was last heard from (Unix ms), 0
+// if none was: the member restarted since (SyncResponse.previous_run_ms).
+func (e *Engine) noteRun(name string, inc uint64, now time.Time) int64 {
+	e.runsMu.Lock()
+	defer e.runsMu.Unlock()
+	r, ok := e.runs[name]
+	if !ok {
+		if len(e.runs) >= MaxMembers {
+			return 0
+		}
+		r = &runSeen{}
+		e.runs[name] = r
+	}
+	ms := now.UnixMilli()
+	switch {
+	case inc > r.inc:
+		if r.inc != 0 {
+			r.prevAt = r.at
+		}
+		r.inc, r.at = inc, ms
+	case inc == r.inc:
+		r.at = ms
+	}
+	return r.prevAt
+}
+
+// runSeen is what a member knows of another's runs (noteRun).
+type runSeen struct {
+	inc        uint64 // the newest run heard from
+	at, prevAt int64  // when it and the run before it were last heard from (Unix ms)
+}
+
+func (e *Engine) handleBatch(now time.Time, req *peerpb.SyncRequest) (*peerpb.SyncResponse, error) {
 	if err := e.validate(req); err != nil {
 		return nil, err
 	}

@@ -627,3 +627,63 @@ func TestEngineBatchesSayTheirMembers(t *testing.T) {
 	e.Take(t0.Add(60*time.Millisecond), limit(100), 1)
 	check(3)
 }
+
+// TestEngineRestartedOwnerHoldsTheWindowItsEarlierRunServed: a tenant's
+// requests all reach the owner of its key, which is killed mid-window and
+// restarts under the same name. No other member had traffic for the key,
+// so none knows what the earlier run admitted; the others tell the new run
+// it had one (SyncResponse.previous_run_ms), and it grants nothing more in
+// that window. Without that it admitted the limit a second time
+// (sim/testdata/owner-restart-pinned.txt: 1643 of 1000).
+func TestEngineRestartedOwnerHoldsTheWindowItsEarlierRunServed(t *testing.T) {
+	c := newCluster(t, 3, PolicyLease)
+	owner, _ := c.engines["n0"].Ring().Owner(limit(1)[0].Hash())
+	now := t0.Add(time.Second)
+	admitted := 0
+	serve := func(rounds int) {
+		for range rounds {
+			for range 10 {
+				d, err := c.engines[owner].Take(now, limit(100), 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Allowed {
+					admitted++
+				}
+			}
+			c.sync(now)
+			now = now.Add(100 * time.Millisecond)
+		}
+	}
+	serve(5)
+	before := admitted
+	if before < 20 {
+		t.Fatalf("the owner admitted %d before it was killed, want its traffic", before)
+	}
+	c.remove(now, owner)
+	c.sync(now)
+	now = now.Add(time.Second)
+	cfg := EngineConfig{Name: owner, Incarnation: 2, Policy: PolicyLease, Table: counters.DefaultConfig(), Ring: ringDefault()}
+	e2, err := NewEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.engines[owner] = e2
+	c.names = append(c.names, owner)
+	slices.Sort(c.names)
+	c.setMembers(now, c.names...)
+	serve(20) // to 4.5 s into the window
+	if admitted > 100 {
+		t.Errorf("admitted %d in the window (%d before the kill), want at most the limit of 100", admitted, before)
+	}
+	if o, _ := e2.Ring().Owner(limit(1)[0].Hash()); o != owner {
+		t.Fatalf("the restarted member does not own the key again (%s does)", o)
+	}
+	// The next window is the new run's own.
+	now = t0.Add(10 * time.Second)
+	admitted = 0
+	serve(20)
+	if admitted != 100 {
+		t.Errorf("next window: admitted %d, want the limit of 100", admitted)
+	}
+}

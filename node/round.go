@@ -571,6 +571,12 @@ func (e *Engine) Apply(now time.Time, b *Batch, resp *peerpb.SyncResponse) error
 		e.clock.sample(b.Owner, resp.Clock, b.sent, now)
 	}
 	now = e.clock.at(now)
+	if resp != nil {
+		e.noteRun(b.Owner, resp.Incarnation, now)
+		if resp.PreviousRunMs > 0 {
+			e.owner.PreviousRun(time.UnixMilli(resp.PreviousRunMs))
+		}
+	}
 	if b.enc != nil && resp != nil {
 		return e.applyPacked(now, b, resp)
 	}

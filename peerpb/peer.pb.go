@@ -510,7 +510,13 @@ type SyncResponse struct {
 	// corrected) when it handled the request; 0 if not given. The sender
 	// estimates from it how far the owner's clock is from its own
 	// (node/clock.go), so that the members' windows begin together.
-	Clock         int64 `protobuf:"varint,7,opt,name=clock,proto3" json:"clock,omitempty"`
+	Clock int64 `protobuf:"varint,7,opt,name=clock,proto3" json:"clock,omitempty"`
+	// previous_run_ms, when not 0, is when the owner last heard from an
+	// earlier run (incarnation) of the sender (Unix milliseconds, the
+	// owner's clock): the sender restarted, and the windows that began
+	// before then may hold what that run admitted as an owner itself, which
+	// nobody else may know (counters.Owner.PreviousRun).
+	PreviousRunMs int64 `protobuf:"varint,8,opt,name=previous_run_ms,json=previousRunMs,proto3" json:"previous_run_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -590,6 +596,13 @@ func (x *SyncResponse) GetPackedOk() bool {
 func (x *SyncResponse) GetClock() int64 {
 	if x != nil {
 		return x.Clock
+	}
+	return 0
+}
+
+func (x *SyncResponse) GetPreviousRunMs() int64 {
+	if x != nil {
+		return x.PreviousRunMs
 	}
 	return 0
 }
@@ -725,7 +738,7 @@ const file_peer_proto_rawDesc = "" +
 	"\x16known_from_incarnation\x18\x0f \x01(\x04R\x14knownFromIncarnation\x12\x14\n" +
 	"\x05carry\x18\x10 \x01(\bR\x05carry\x12\x19\n" +
 	"\bcap_from\x18\x11 \x01(\tR\acapFrom\x120\n" +
-	"\x14cap_from_incarnation\x18\x12 \x01(\x04R\x12capFromIncarnation\"\xd2\x01\n" +
+	"\x14cap_from_incarnation\x18\x12 \x01(\x04R\x12capFromIncarnation\"\xfa\x01\n" +
 	"\fSyncResponse\x12+\n" +
 	"\x06totals\x18\x01 \x03(\v2\x13.peerlimit.v1.TotalR\x06totals\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12\x10\n" +
@@ -733,7 +746,8 @@ const file_peer_proto_rawDesc = "" +
 	"\x06packed\x18\x04 \x01(\fR\x06packed\x12\x16\n" +
 	"\x06resync\x18\x05 \x01(\rR\x06resync\x12\x1b\n" +
 	"\tpacked_ok\x18\x06 \x01(\bR\bpackedOk\x12\x14\n" +
-	"\x05clock\x18\a \x01(\x03R\x05clock\"~\n" +
+	"\x05clock\x18\a \x01(\x03R\x05clock\x12&\n" +
+	"\x0fprevious_run_ms\x18\b \x01(\x03R\rpreviousRunMs\"~\n" +
 	"\x05Total\x12\x16\n" +
 	"\x06global\x18\x01 \x01(\x03R\x06global\x12\x14\n" +
 	"\x05grant\x18\x02 \x01(\x03R\x05grant\x12\x1b\n" +
