@@ -622,9 +622,10 @@ func (o *Owner) SetMembers(now time.Time, alive []string, gone map[string]int64)
 // it restarted under the same name) was heard from at at: in a window that
 // began before then, that run may have admitted and granted itself
 // budget as an owner that no other member knows of (a tenant all of whose
-// traffic reached it), so the owner grants nothing in such a window in
-// which no member brings knowledge of an earlier owner (a total it
-// answered or a cap it granted): sim/testdata/owner-restart-pinned.txt.
+// traffic reached it), so the owner grants nothing in such a window
+// unless a member brings a total that run answered, or another owner's
+// total holding counts no member reported here (see grant):
+// sim/testdata/owner-restart-pinned.txt.
 func (o *Owner) PreviousRun(at time.Time) {
 	o.mu.Lock()
 	o.prevRun = max(o.prevRun, at.UnixNano())
