@@ -488,21 +488,6 @@ func (e *Entry) Slot(start int64, buf *Slot) *Slot {
 	return nil
 }
 
-// ownIn returns the entry's own count in the window starting at start, if
-// it holds that window. The entry must be locked.
-func (e *Entry) ownIn(start int64) (int64, bool) {
-	switch {
-	case start == e.cur.Start:
-		return e.cur.Own, true
-	case start == e.cur.Start-e.sc.period:
-		if e.prev == nil {
-			return 0, true
-		}
-		return e.prev.own, true
-	}
-	return 0, false
-}
-
 // Store keeps what the caller recorded in a slot that Slot or Previous
 // returned: nothing to do for the current window's, which is the entry's
 // own; a copy of the previous window's is recorded there (allocating its

@@ -444,8 +444,8 @@ func (o *originState) part() int64 { return max(o.snapOwn, o.lost) }
 // interval of the origin's admissions (sim/testdata/kill-restart.txt).
 // The lock must be held.
 func (o *Owner) unreported(s *originState) int64 {
-	if !o.cfg.Lease || !s.hasGiven || s.final || s.incarnation == 0 {
-		return 0 // no cap of this owner's to spend (a G-counter adds up what it hears)
+	if !s.hasGiven || s.final {
+		return 0 // no cap of this owner's to spend (grants are the lease policy's), or a graceful leave
 	}
 	capv := max(s.base+s.held, s.given)
 	return max(0, min(capv-s.total(), int64(math.Round(s.instant*float64(o.cfg.Interval)))))
@@ -694,10 +694,7 @@ func (o *Owner) Merged(now time.Time, origin string, incarnation, seq uint64, rs
 		if st == nil || st.incarnation != incarnation {
 			continue
 		}
-		if r.Own > st.own {
-			w.counted += r.Own - st.own
-			st.own = r.Own
-		}
+		w.raiseOwn(st, r.Own)
 		raise(&st.reportAck, seq)
 		o.refreshSlot(w, st)
 	}
@@ -915,19 +912,32 @@ func (o *Owner) ownNow(w *ownerWindow) {
 		return // not merged in this window yet: the next merge counts it
 	}
 	en := ser.local
+	var buf Slot
 	en.mu.Lock()
-	own, ok := en.ownIn(w.start)
-	dead := en.dead
+	s, dead := en.Slot(w.start, &buf), en.dead
+	var own int64
+	if s != nil {
+		own = s.Own
+	}
 	en.mu.Unlock()
 	if dead {
 		ser.local = nil
 		return
 	}
-	if ok && own > st.own {
-		w.counted += own - st.own
-		st.own = own
+	if w.raiseOwn(st, own) {
 		o.refreshSlot(w, st)
 	}
+}
+
+// raiseOwn raises st's own count in w to own if that is more, and reports
+// whether it did. The lock must be held.
+func (w *ownerWindow) raiseOwn(st *originState, own int64) bool {
+	if own <= st.own {
+		return false
+	}
+	w.counted += own - st.own
+	st.own = own
+	return true
 }
 
 // addSeries adds k's series (its window start ignored), which the owner

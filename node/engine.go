@@ -140,7 +140,7 @@ type Engine struct {
 	lastSeen map[string]int64 // every member ever seen, last seen alive (Unix ns)
 	departed map[string]bool  // members that announced a graceful leave
 	runsMu   sync.Mutex
-	runs     map[string]*runSeen // the runs of the members heard from (noteRun)
+	runs     map[string]runSeen // the runs of the members heard from (noteRun)
 	// minority is when this member could not reach a majority (the
 	// majority rule), newest last; installed is what the table has.
 	minority, installed []counters.MinoritySpan
@@ -241,7 +241,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		contact:  contact,
 		lastSeen: map[string]int64{},
 		departed: map[string]bool{},
-		runs:     map[string]*runSeen{},
+		runs:     map[string]runSeen{},
 		dicts:    map[string]*sendDict{},
 		recv:     map[string]*recvDict{},
 	}
@@ -431,17 +431,13 @@ func (e *Engine) isMember(name string) bool {
 // Handle answers a batch from another member: it validates the batch,
 // adds every report to the owner's totals and returns one total per report.
 func (e *Engine) Handle(now time.Time, req *peerpb.SyncRequest) (*peerpb.SyncResponse, error) {
-	resp, err := e.handle(e.clock.at(now), req)
+	at := e.clock.at(now)
+	resp, err := e.handle(at, req)
 	if resp != nil {
 		resp.Clock = now.UnixNano() // this member's own clock, for the sender's estimate
-	}
-	return resp, err
-}
-
-func (e *Engine) handle(now time.Time, req *peerpb.SyncRequest) (*peerpb.SyncResponse, error) {
-	resp, err := e.handleBatch(now, req)
-	if resp != nil && req.Origin != e.cfg.Name {
-		resp.PreviousRunMs = e.noteRun(req.Origin, req.Incarnation, now)
+		if req.Origin != e.cfg.Name {
+			resp.PreviousRunMs = e.noteRun(req.Origin, req.Incarnation, at)
+		}
 	}
 	return resp, err
 }
@@ -453,12 +449,8 @@ func (e *Engine) noteRun(name string, inc uint64, now time.Time) int64 {
 	e.runsMu.Lock()
 	defer e.runsMu.Unlock()
 	r, ok := e.runs[name]
-	if !ok {
-		if len(e.runs) >= MaxMembers {
-			return 0
-		}
-		r = &runSeen{}
-		e.runs[name] = r
+	if !ok && len(e.runs) >= MaxMembers {
+		return 0
 	}
 	ms := now.UnixMilli()
 	switch {
@@ -470,6 +462,7 @@ func (e *Engine) noteRun(name string, inc uint64, now time.Time) int64 {
 	case inc == r.inc:
 		r.at = ms
 	}
+	e.runs[name] = r
 	return r.prevAt
 }
 
@@ -479,7 +472,7 @@ type runSeen struct {
 	at, prevAt int64  // when it and the run before it were last heard from (Unix ms)
 }
 
-func (e *Engine) handleBatch(now time.Time, req *peerpb.SyncRequest) (*peerpb.SyncResponse, error) {
+func (e *Engine) handle(now time.Time, req *peerpb.SyncRequest) (*peerpb.SyncResponse, error) {
 	if err := e.validate(req); err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ type cluster struct {
 	engines map[string]*Engine
 	names   []string
 	cut     map[[2]string]bool // pairs that cannot talk
+	mod     func(*EngineConfig)
 }
 
 func newCluster(t testing.TB, n int, p Policy) *cluster {
@@ -25,22 +26,32 @@ func newCluster(t testing.TB, n int, p Policy) *cluster {
 }
 
 // newClusterWith is newCluster with each engine's config changed by mod
-// (named n0, n1, ..., incarnation 1 unless mod says otherwise).
+// (named n0, n1, ..., incarnation 1).
 func newClusterWith(t testing.TB, n int, mod func(*EngineConfig)) *cluster {
-	c := &cluster{t: t, engines: map[string]*Engine{}, cut: map[[2]string]bool{}}
+	c := &cluster{t: t, engines: map[string]*Engine{}, cut: map[[2]string]bool{}, mod: mod}
 	for i := 0; i < n; i++ {
-		name := fmt.Sprintf("n%d", i)
-		cfg := EngineConfig{Name: name, Incarnation: 1, Table: counters.DefaultConfig(), Ring: ringDefault()}
-		mod(&cfg)
-		e, err := NewEngine(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.engines[name] = e
-		c.names = append(c.names, name)
+		c.start(fmt.Sprintf("n%d", i), 1)
 	}
 	c.setMembers(t0, c.names...)
 	return c
+}
+
+// start starts a member's run inc (its config changed by the cluster's
+// mod), replacing any run of it, without telling the others.
+func (c *cluster) start(name string, inc uint64) *Engine {
+	cfg := EngineConfig{Name: name, Incarnation: 1, Table: counters.DefaultConfig(), Ring: ringDefault()}
+	c.mod(&cfg)
+	cfg.Incarnation = inc
+	e, err := NewEngine(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if c.engines[name] == nil {
+		c.names = append(c.names, name)
+		slices.Sort(c.names)
+	}
+	c.engines[name] = e
+	return e
 }
 
 var t0 = time.Unix(1_700_000_000, 0)
@@ -423,18 +434,12 @@ func TestEngineRestartWithinWindowKeepsCounts(t *testing.T) {
 		total := runSpan(c, start, 3*time.Second, threshold, even)
 		// Crash: the engine and all its state are gone.
 		crashAt := start.Add(3 * time.Second)
-		saved := slices.Clone(c.names)
 		c.remove(crashAt, name)
 		total += runSpan(c, crashAt, 2*time.Second, threshold, []float64{0.5, 0.5})
 		// Restart with a new incarnation.
 		restartAt := crashAt.Add(2 * time.Second)
-		e, err := NewEngine(EngineConfig{Name: name, Incarnation: 2, Policy: PolicyLease, Table: counters.DefaultConfig(), Ring: ringDefault()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.engines[name] = e
-		c.names = saved
-		c.setMembers(restartAt, saved...)
+		c.start(name, 2)
+		c.setMembers(restartAt, c.names...)
 		total += runSpan(c, restartAt, 5*time.Second, threshold, even)
 		t.Logf("%s restarted: window admitted %d of %d", victim, total, threshold)
 		if total > threshold*101/100 {
@@ -663,14 +668,7 @@ func TestEngineRestartedOwnerHoldsTheWindowItsEarlierRunServed(t *testing.T) {
 	c.remove(now, owner)
 	c.sync(now)
 	now = now.Add(time.Second)
-	cfg := EngineConfig{Name: owner, Incarnation: 2, Policy: PolicyLease, Table: counters.DefaultConfig(), Ring: ringDefault()}
-	e2, err := NewEngine(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.engines[owner] = e2
-	c.names = append(c.names, owner)
-	slices.Sort(c.names)
+	e2 := c.start(owner, 2)
 	c.setMembers(now, c.names...)
 	serve(20) // to 4.5 s into the window
 	// Nothing more, not even in the new run's first round.

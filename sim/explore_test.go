@@ -253,9 +253,10 @@ func TestExploreDeterministic(t *testing.T) {
 // 14,422; since an owner that joined mid-window grants only the old
 // owner's caps there when it knows fewer members than its peers, 347,
 // 11,099 and 14,440; since an owner answers with its own count at the
-// time of the answer and a killed run's last interval is counted when its
-// next run reports, 331, 11,293 and 14,699: the overshoot bound is 331's,
-// the others 11,099's and 14,440's). A change that misses more fails
+// time of the answer, reserves what a killed run may have admitted after
+// its last report, and a restarted owner holds the windows its previous
+// run served, 331, 11,291 and 14,699: the overshoot bound is 331's, the
+// others 11,099's and 14,440's). A change that misses more fails
 // TestExploreMany; one that misses fewer should lower these.
 var exploreRatchet = map[int][numTargets]int{
 	500: {TargetOvershoot: 337, TargetUndershootSafe: 11321, TargetWronglyDenied: 14729},
