@@ -84,15 +84,21 @@ func TestStuckCallGivenUp(t *testing.T) {
 	waitFor(t, 5*time.Second, "sync calls answered", func() bool {
 		return metricValue(t, asker.Registry(), "peerlimit_sync_calls_total", "result", "ok") >= 5
 	})
-	// The owner holds the asker's next call until the asker gives it up.
+	// The owner holds the asker's next call until the call's deadline
+	// (which gRPC carries to the owner) has passed, and says how long it
+	// was held; the owner then refuses it, as it refuses any call whose
+	// caller has given up.
 	var held atomic.Bool
 	caught := make(chan struct{})
+	heldFor := make(chan time.Duration, 1)
 	hook := func(ctx context.Context, req *peerpb.SyncRequest) {
 		if req.GetOrigin() != asker.Name() || !held.CompareAndSwap(false, true) {
 			return
 		}
+		start := time.Now()
 		close(caught)
 		<-ctx.Done()
+		heldFor <- time.Since(start)
 	}
 	owner.syncHook.Store(&hook)
 	select {
@@ -108,10 +114,21 @@ func TestStuckCallGivenUp(t *testing.T) {
 		t.Fatalf("a request waiting for the owner while a call to it was held: %+v, want admitted once the held call is given up", d)
 	}
 	// The request may be admitted through a call that started after the
-	// held one; the held call is given up at its retry deadline, well
-	// before CallTimeout (5 s). Counted right after the admission, it was
-	// sometimes not given up yet (a CI run on 2026-11-26).
-	waitFor(t, 3*time.Second, "the held call given up (a failed sync call)", func() bool {
+	// held one, so the held call is timed where it is held: it must be
+	// given up at its retry deadline, clearly before CallTimeout (5 s).
+	// (A CI run on 2026-11-26 failed here: the owner answered the held
+	// call once its deadline had passed, and the answer sometimes reached
+	// the asker before its own timer fired, so no call was given up.)
+	select {
+	case took := <-heldFor:
+		if took >= 4*time.Second {
+			t.Fatalf("the held call was given up after %v, want well before CallTimeout (5 s)", took)
+		}
+		t.Logf("held call given up after %v", took)
+	case <-time.After(6 * time.Second):
+		t.Fatal("the held call was not given up within 6 s (CallTimeout is 5 s)")
+	}
+	waitFor(t, 2*time.Second, "the held call counted as failed", func() bool {
 		return metricValue(t, asker.Registry(), "peerlimit_sync_calls_total", "result", "error") >= 1
 	})
 }

@@ -819,6 +819,12 @@ func (s *server) Sync(ctx context.Context, req *peerpb.SyncRequest) (*peerpb.Syn
 	if h := s.n.syncHook.Load(); h != nil {
 		(*h)(ctx, req)
 	}
+	if err := ctx.Err(); err != nil {
+		// The caller has given the call up (its deadline, which gRPC
+		// carries here, has passed): it discards any answer and sends the
+		// counts again, cumulative, in its next round.
+		return nil, status.FromContextError(err).Err()
+	}
 	now := s.n.cfg.Clock()
 	var reqTag []byte
 	if s.n.auth.on() {
