@@ -1,6 +1,7 @@
 package counters
 
 import (
+	"math"
 	"slices"
 	"time"
 
@@ -195,6 +196,17 @@ func contactAt(c *contact, now int64) int64 {
 		return now // a member without a record is new here
 	}
 	return max(c.since, c.acked)
+}
+
+// lastSent returns when this owner sent the member its newest answer, or
+// first saw it if it sent none since: the member can have heard nothing of
+// it later. This owner itself, or a member without a record (c nil), hears
+// it now.
+func lastSent(c *contact) int64 {
+	if c == nil || c.self {
+		return math.MaxInt64
+	}
+	return max(c.since, c.sent[c.seq%contactRing])
 }
 
 // contactBefore returns when the member was last known to be in contact at

@@ -435,6 +435,12 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 	}
 	if o.outAtStart(c, gc.start) {
 		sl.static = StaticShare(gc.threshold, gc.n, i, gc.hash)
+		if cr != nil && cr.members > 0 && cr.members < gc.n {
+			// It splits the limit among the members it counted when it
+			// last reached this owner: members that joined since (on
+			// this side of a partition) make its share no smaller.
+			sl.static = max(sl.static, (gc.threshold+int64(cr.members)-1)/int64(cr.members))
+		}
 		sl.side = sl.static
 	}
 	switch {
@@ -449,7 +455,13 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 		sl.kind, sl.x = slotFirm, o.capNow(s, cr)
 		return
 	}
-	if ps != nil && o.carries(ps, cr) && c >= gc.start-int64(CarryWithin(o.cfg.Contact))-gc.contactT {
+	// A cap it may carry into the window: it carries one if it heard from
+	// this owner within CarryWithin before the window began, judged from
+	// the newest answer it acknowledged (plus Contact, in which it may
+	// have heard later ones), and never from an answer later than the
+	// last one sent to it (an interval's slack for latency and skew).
+	carryFrom := gc.start - int64(CarryWithin(o.cfg.Contact))
+	if ps != nil && o.carries(ps, cr) && c >= carryFrom-gc.contactT && lastSent(cr) >= carryFrom-int64(o.cfg.Interval) {
 		sl.x, sl.instant, sl.inContact = o.capNow(ps, cr), ps.instant, inContact
 	}
 	// Another owner may have granted it a cap in this window if it lost

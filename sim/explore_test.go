@@ -255,11 +255,14 @@ func TestExploreDeterministic(t *testing.T) {
 // 11,099 and 14,440; since an owner answers with its own count at the
 // time of the answer, reserves what a killed run may have admitted after
 // its last report, and a restarted owner holds the windows its previous
-// run served, 331, 11,291 and 14,699: the overshoot bound is 331's, the
-// others 11,099's and 14,440's). A change that misses more fails
+// run served, 331, 11,291 and 14,699; since an owner reserves a silent
+// member's carried cap only if its last answer to it was recent enough,
+// and a cut-off member the static share of the members it counts, 325,
+// 11,211 and 14,657: the overshoot bound is 325's, the others 11,099's
+// and 14,440's). A change that misses more fails
 // TestExploreMany; one that misses fewer should lower these.
 var exploreRatchet = map[int][numTargets]int{
-	500: {TargetOvershoot: 337, TargetUndershootSafe: 11321, TargetWronglyDenied: 14729},
+	500: {TargetOvershoot: 331, TargetUndershootSafe: 11321, TargetWronglyDenied: 14729},
 }
 
 // TestExploreMany runs the explorer over -explore scenarios (none by
