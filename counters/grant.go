@@ -306,6 +306,9 @@ type memberSlot struct {
 	// began (whatever its kind: it may have come back since), foreign the
 	// smallest cap another owner granted it that it reported (-1: none).
 	side, foreign int64
+	// counts is how many members it said it counts (PeerMembers; 0: it
+	// did not say).
+	counts        int
 	rate, instant float64 // reach: its demand
 }
 
@@ -408,7 +411,10 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 	sl.kind, sl.unknown, sl.settling, sl.inContact = slotSilent, false, false, false
 	sl.ver, sl.flipAt = o.members.vers[at], math.MaxInt64
 	sl.x, sl.static, sl.cur, sl.prev, sl.instant = 0, 0, 0, 0, 0
-	sl.side, sl.foreign = 0, -1
+	sl.side, sl.foreign, sl.counts = 0, -1, 0
+	if cr != nil {
+		sl.counts = cr.members
+	}
 	if s != nil && s.hasForeign {
 		sl.foreign = s.foreignCap
 	}
@@ -570,7 +576,7 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 		t.settling = t.settling || s.settling
 		soonNeeds, leftNeeds, holds = append(soonNeeds, ns), append(leftNeeds, nl), append(holds, hold)
 	}
-	t.silent += side.extra()
+	t.silent += side.extra() - side.cut(gc.threshold, gc.n)
 	if ri == len(gc.mw.names) {
 		soonNeeds, leftNeeds, holds = append(soonNeeds, 0), append(leftNeeds, 0), append(holds, 0)
 	}
@@ -596,6 +602,7 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 // cap from another owner, or their count up to their share without one).
 type sideBound struct {
 	shares, known, silent, silentN int64
+	n, counts                      int // the group's members, and the most members one of them counts
 }
 
 // add counts a member's slot (e its estimate) if it is in the group.
@@ -604,6 +611,8 @@ func (b *sideBound) add(sl *memberSlot, e int64) {
 		return
 	}
 	b.shares += sl.side
+	b.n++
+	b.counts = max(b.counts, sl.counts)
 	switch {
 	case sl.kind == slotSilent:
 		b.silent += max(sl.x, e, sl.static)
@@ -622,6 +631,20 @@ func (b *sideBound) extra() int64 {
 		return 0
 	}
 	return max(0, b.shares-b.known-b.silent)
+}
+
+// cut is how much the group's silent members' reserves (each the most it
+// may hold on its own) exceed what the other side's owner can have given
+// them all: that owner kept for each of the members outside the group,
+// cut off from it, at least its static share of the most members anyone
+// in the group counts (members of the window, members), and gave its side
+// the rest, of which the members that reported hold known.
+func (b *sideBound) cut(threshold int64, members int) int64 {
+	if b.silentN == 0 {
+		return 0
+	}
+	given := threshold - int64(members-b.n)*(threshold/int64(max(members, b.counts)))
+	return max(0, b.silent-max(0, given-b.known))
 }
 
 // NeedHorizon is how many sync intervals ahead (at most) an owner projects

@@ -792,6 +792,48 @@ func TestOwnerOtherSideSpentAsAGroup(t *testing.T) {
 	}
 }
 
+// TestOwnerOtherSideHoldsNoMoreThanItWasGiven: the other way round from
+// TestOwnerOtherSideSpentAsAGroup. The owner on the other side of the
+// partition kept this side's static shares (60 of 100: a, b and e) and
+// gave its own side the rest, 40, all of it to c, whose clients it
+// served. When c reports that cap after the heal, d, still silent, can
+// hold nothing of that owner's: it is not reserved its static share (20)
+// on top. Reserved it, the busy member on this side was refused a fifth of
+// the limit for the rest of the window (explorer seed 1, scenario 188: a
+// 2|14 partition, a tenant's client moving from member to member; 65%
+// under in the window the partition healed in, 14% now).
+func TestOwnerOtherSideHoldsNoMoreThanItWasGiven(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		counts int   // the members c says it counts
+		want   int64 // a's grant
+	}{
+		{"the same members", 5, 60},
+		// With six members, the other owner kept only 16 for each of a, b
+		// and e, and may have given its side 52: d may hold 12 of it.
+		{"a member more there", 6, 48},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, ms, k := cutBeforeNextWindow("a", "b", "c", "d", "e")
+			o.PeerMembers(at(300*time.Millisecond), "c", tc.counts)
+			beat(o, 400*time.Millisecond, 12*time.Second, ms["a"], ms["b"], ms["e"])
+			c := ms["c"]
+			c.own, c.cap, c.has, c.from = 40, 40, true, "other"
+			c.hello(o, at(12*time.Second))
+			c.sync(o, at(12100*time.Millisecond), k, 100, 0)
+			var ans Answer
+			for ts := 12200 * time.Millisecond; ts < 12500*time.Millisecond; ts += 100 * time.Millisecond {
+				ms["b"].hello(o, at(ts))
+				ms["e"].hello(o, at(ts))
+				ans = ms["a"].sync(o, at(ts), k, 100, 100)
+			}
+			if ans.Grant != tc.want {
+				t.Fatalf("a's grant %d with c holding its side's 40 and d silent: want %d", ans.Grant, tc.want)
+			}
+		})
+	}
+}
+
 // TestOwnerKeepsCountsOfAMemberThatLeft: a member that left gracefully
 // during a window is no longer reserved anything, and an owner that took
 // the window over may know its counts only inside the total the previous
