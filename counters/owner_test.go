@@ -760,19 +760,9 @@ func TestOwnerOtherSideSpentAsAGroup(t *testing.T) {
 	// c and d are cut off at 400 ms; the next window begins at 10 s. On
 	// their side an owner of their own gives d 35 and c 5 of the 40 that
 	// their static shares (20 each, of 100 over 5) add up to.
-	beat(o, 400*time.Millisecond, 12*time.Second, ms["a"], ms["b"], ms["e"])
 	// At 12 s the partition heals: c reports first, with the other owner's
 	// cap; d has not reported yet.
-	c := ms["c"]
-	c.own, c.cap, c.has, c.from = 5, 5, true, "other"
-	c.hello(o, at(12*time.Second))
-	c.sync(o, at(12100*time.Millisecond), k, 100, 0)
-	var ans Answer
-	for ts := 12200 * time.Millisecond; ts < 12500*time.Millisecond; ts += 100 * time.Millisecond {
-		ms["b"].hello(o, at(ts))
-		ms["e"].hello(o, at(ts))
-		ans = ms["a"].sync(o, at(ts), k, 100, 40)
-	}
+	ans := healAfterCut(o, ms, k, 5, 40)
 	// d may hold 35: a gets at most 100 - 5 (c) - 35 = 60.
 	if ans.Grant > 60 {
 		t.Fatalf("a's grant %d with d silent: want at most 60 (d may hold 35 of its side's 40)", ans.Grant)
@@ -790,6 +780,26 @@ func TestOwnerOtherSideSpentAsAGroup(t *testing.T) {
 	if ans.Grant > 60 || ans.Grant < 40 {
 		t.Fatalf("a's grant %d once d reported 35: want 40 to 60", ans.Grant)
 	}
+}
+
+// healAfterCut is the heal of the cut of cutBeforeNextWindow's c and d at
+// 400 ms, with a, b and e in contact: at 12 s, in the window that began at
+// 10 s, c reports the cap an owner on its side gave it (holds, all
+// spent), d stays silent, and a asks with the given demand for 300 ms. It
+// returns a's last answer.
+func healAfterCut(o *Owner, ms map[string]*member, k Key, holds, demand int64) Answer {
+	beat(o, 400*time.Millisecond, 12*time.Second, ms["a"], ms["b"], ms["e"])
+	c := ms["c"]
+	c.own, c.cap, c.has, c.from = holds, holds, true, "other"
+	c.hello(o, at(12*time.Second))
+	c.sync(o, at(12100*time.Millisecond), k, 100, 0)
+	var ans Answer
+	for ts := 12200 * time.Millisecond; ts < 12500*time.Millisecond; ts += 100 * time.Millisecond {
+		ms["b"].hello(o, at(ts))
+		ms["e"].hello(o, at(ts))
+		ans = ms["a"].sync(o, at(ts), k, 100, demand)
+	}
+	return ans
 }
 
 // TestOwnerOtherSideHoldsNoMoreThanItWasGiven: the other way round from
@@ -816,17 +826,7 @@ func TestOwnerOtherSideHoldsNoMoreThanItWasGiven(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o, ms, k := cutBeforeNextWindow("a", "b", "c", "d", "e")
 			o.PeerMembers(at(300*time.Millisecond), "c", tc.counts)
-			beat(o, 400*time.Millisecond, 12*time.Second, ms["a"], ms["b"], ms["e"])
-			c := ms["c"]
-			c.own, c.cap, c.has, c.from = 40, 40, true, "other"
-			c.hello(o, at(12*time.Second))
-			c.sync(o, at(12100*time.Millisecond), k, 100, 0)
-			var ans Answer
-			for ts := 12200 * time.Millisecond; ts < 12500*time.Millisecond; ts += 100 * time.Millisecond {
-				ms["b"].hello(o, at(ts))
-				ms["e"].hello(o, at(ts))
-				ans = ms["a"].sync(o, at(ts), k, 100, 100)
-			}
+			ans := healAfterCut(o, ms, k, 40, 100)
 			if ans.Grant != tc.want {
 				t.Fatalf("a's grant %d with c holding its side's 40 and d silent: want %d", ans.Grant, tc.want)
 			}
