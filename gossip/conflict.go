@@ -86,7 +86,8 @@ func (g *Gossip) lastSelfConflict() (c Conflict, at time.Time, ok bool) {
 }
 
 // deliverConflicts logs the conflicts recorded since the last call and
-// hands them to Config.OnConflict (dispatcher goroutine only).
+// hands them to Config.OnConflict (the dispatcher goroutine only, or
+// Start once a failed join has stopped it).
 func (g *Gossip) deliverConflicts() {
 	g.conflictMu.Lock()
 	cs := g.conflicts

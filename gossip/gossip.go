@@ -229,6 +229,12 @@ func (g *Gossip) Start(ctx context.Context) error {
 			// Shut down without leaving: a leave would be taken as the
 			// departure of the other node of that name.
 			_ = g.shutdownLocked()
+			// The dispatcher may have stopped before it delivered the
+			// conflict that failed the join: deliver it here (the
+			// dispatcher is gone), so that it is logged and reported
+			// (TestNameConflictFailsStart failed a CI run on 2026-11-26
+			// without the warning).
+			g.deliverConflicts()
 			return err
 		}
 		return nil
