@@ -126,32 +126,10 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		rest = sums.silent + hidden
 	}
 	var held int64 // held back until the members in contact have synced (a sync interval)
-	if sums.unknown {
-		if sums.settling {
-			held = max(0, pool-rest)
-		}
-		rest = max(rest, pool)
+	if sums.unknown && sums.settling {
+		held = max(0, pool-rest)
 	}
-	// An owner whose first view came after the window began (it joined,
-	// or restarted, during it), in a window another owner granted caps in,
-	// cannot know who was a member when the window began. If a member
-	// counts more members than it knows, some are out of its sight (on
-	// the other side of a partition, say), and the owner before it kept
-	// their part of the limit: the members that report caps it granted
-	// share those, and get nothing more in this window (explorer scenario
-	// 148: n4 joined the side of one member cut off from three, took a
-	// key over, and handed that side the limit; 25 admitted of 20).
-	if gc.inherited && w.nForeign > 0 && o.firstView > key.WindowStart-int64(o.cfg.Settle) && o.knowsFewer(now, mw) {
-		rest = max(rest, pool)
-	}
-	// This member restarted, and its earlier run was alive in this window:
-	// as an owner it may have admitted and granted itself budget that no
-	// member knows of (see PreviousRun). Unless a member brings a total
-	// that run answered, or totals of another owner that hold counts no
-	// member reported here (hidden: an owner that took the window over
-	// while this member was away learnt them from the members that had
-	// that run's totals), this owner grants nothing in the window.
-	if o.prevRun > key.WindowStart && key.WindowStart < o.firstView && !w.prevRunKnown && hidden == 0 {
+	if sums.unknown || o.grantsUnseen(now, key, w, gc, mw, hidden) {
 		rest = max(rest, pool)
 	}
 	committed := firm + rest + ghost
@@ -212,6 +190,35 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		}
 	}
 	return g, spare + held
+}
+
+// grantsUnseen reports whether another owner, or an earlier run of this
+// one, may have granted budget in window w that no member reported here,
+// beyond the members whose slots say so (slotSums.unknown): the owner
+// then keeps the pool back for the rest of the window. hidden is the
+// window's counts known only through a previous owner. The lock must be
+// held.
+func (o *Owner) grantsUnseen(now int64, key Key, w *ownerWindow, gc *grantContext, mw *memberWindow, hidden int64) bool {
+	// An owner whose first view came after the window began (it joined,
+	// or restarted, during it), in a window another owner granted caps in,
+	// cannot know who was a member when the window began. If a member
+	// counts more members than it knows, some are out of its sight (on
+	// the other side of a partition, say), and the owner before it kept
+	// their part of the limit: the members that report caps it granted
+	// share those, and get nothing more in this window (explorer scenario
+	// 148: n4 joined the side of one member cut off from three, took a
+	// key over, and handed that side the limit; 25 admitted of 20).
+	if gc.inherited && w.nForeign > 0 && o.firstView > key.WindowStart-int64(o.cfg.Settle) && o.knowsFewer(now, mw) {
+		return true
+	}
+	// This member restarted, and its earlier run was alive in this window:
+	// as an owner it may have admitted and granted itself budget that no
+	// member knows of (see PreviousRun). Unless a member brings a total
+	// that run answered, or totals of another owner that hold counts no
+	// member reported here (hidden: an owner that took the window over
+	// while this member was away learnt them from the members that had
+	// that run's totals), this owner grants nothing in the window.
+	return o.prevRun > key.WindowStart && key.WindowStart < o.firstView && !w.prevRunKnown && hidden == 0
 }
 
 // grantContext is what a grant derives once from the time, the key, the
