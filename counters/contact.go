@@ -33,9 +33,10 @@ type contact struct {
 	gapFrom, gapAck int64
 	self            bool // the record of this owner itself, always in contact
 	// members is how many members the member said it counts (PeerMembers),
-	// and membersAt when (Unix ns).
-	members   int
-	membersAt int64
+	// membersAt when (Unix ns), and membersSince since when it has said
+	// that number.
+	members                 int
+	membersAt, membersSince int64
 	// at is the member's place in ownerMembers.sorted, -1 if it is not
 	// there: Acknowledge counts the record's changes in ownerMembers.vers[at].
 	at int
@@ -74,6 +75,9 @@ func (o *Owner) PeerMembers(now time.Time, origin string, n int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	c := o.contact(nowNs, origin)
+	if n != c.members {
+		c.membersSince = nowNs
+	}
 	c.members, c.membersAt = n, nowNs
 }
 
@@ -81,12 +85,28 @@ func (o *Owner) PeerMembers(now time.Time, origin string, n int) {
 // period before now, that it counts more members than mw holds. The lock
 // must be held.
 func (o *Owner) knowsFewer(now int64, mw *memberWindow) bool {
+	return o.mostCounted(now, mw, false) > len(mw.names)
+}
+
+// mostCounted returns the most members a member in mw said, within the
+// contact period before now, that it counts (0 if none said). With
+// settled, only numbers a member has said since Settle before now, or
+// since within Settle of this owner's first view, count: a member that
+// joined is counted by some members a little before the others see it.
+// The lock must be held.
+func (o *Owner) mostCounted(now int64, mw *memberWindow, settled bool) int {
+	most := 0
 	for i := range mw.names {
-		if c := o.members.contact[mw.at[i]]; c != nil && c.members > len(mw.names) && now-c.membersAt < int64(o.cfg.Contact) {
-			return true
+		c := o.members.contact[mw.at[i]]
+		if c == nil || now-c.membersAt >= int64(o.cfg.Contact) {
+			continue
 		}
+		if settled && c.membersSince > now-int64(o.cfg.Settle) && c.membersSince > o.firstView+int64(o.cfg.Settle) {
+			continue
+		}
+		most = max(most, c.members)
 	}
-	return false
+	return most
 }
 
 // Acknowledge records what a batch origin sent at now says of its link to

@@ -132,6 +132,12 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	if sums.unknown || o.grantsUnseen(now, key, w, gc, mw, hidden) {
 		rest = max(rest, pool)
 	}
+	// Members this owner never saw may spend their static shares, out of
+	// the pool (what no other owner's cap holds): a pool held whole covers
+	// them.
+	if u := o.unseen(now, since, w, mw); u > 0 && rest < pool {
+		rest = min(pool, rest+u)
+	}
 	committed := firm + rest + ghost
 
 	free := w.threshold - committed - sums.e - estR
@@ -190,6 +196,42 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		}
 	}
 	return g, spare + held
+}
+
+// unseen is what members this owner has never seen may spend in window w
+// without asking. A member counts in its static shares the members alive
+// in its view and those it lost lately (PeerMembers); this owner knows
+// every member it saw alive since long before (ownerMembers.sorted: a
+// member that went is kept twice the longest period). If a member in reach
+// counts more, the others are out of this owner's sight, on the other side
+// of a partition since before it started (it restarted, say): they fall
+// back to their static shares of that many members, which nobody here
+// reserved (explorer scenario explore-2-165: n0 restarted after n4 was cut
+// off, counted four members where the others counted five, and granted
+// them n4's share; 19 admitted of 16). Only while this owner's first view
+// is within the reserve horizon (since): a member out of its sight was
+// lost before that view, and the others reserve a lost member only so
+// long. The lock must be held.
+func (o *Owner) unseen(now, since int64, w *ownerWindow, mw *memberWindow) int64 {
+	if o.firstView <= since {
+		// Out of sight since before the reserve horizon: the members that
+		// saw it lost no longer reserve it either.
+		return 0
+	}
+	k := o.mostCounted(now, mw, true)
+	n := len(o.members.sorted) + len(o.left)
+	if k <= n {
+		return 0
+	}
+	// An unseen member counts in its own share the members it knew when
+	// it was cut off: not this one if it is new (no earlier run of it was
+	// known), since it joined after the cut (scenario join-unseen: n2,
+	// cut off, counted three members and spent a third of the limit).
+	counts := k
+	if o.prevRun == 0 && counts > 1 {
+		counts--
+	}
+	return int64(k-n) * ((w.threshold + int64(counts) - 1) / int64(counts))
 }
 
 // grantsUnseen reports whether another owner, or an earlier run of this

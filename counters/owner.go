@@ -214,6 +214,11 @@ type Owner struct {
 	// firstView is when this owner got its first membership view (Unix
 	// ns): it knows nothing of the windows that began before (see grant).
 	firstView int64
+	// left holds the members that left the view gracefully (neither alive
+	// nor gone), and when: the members this owner saw are those of
+	// members.sorted and these (see unseen). At most maxLeft, the oldest
+	// forgotten first.
+	left map[string]int64
 	// prevRun is when an earlier run of this member was last heard from
 	// (Unix ns), 0 if none is known (see PreviousRun).
 	prevRun int64
@@ -599,7 +604,11 @@ func (o *Owner) SetMembers(now time.Time, alive []string, gone map[string]int64)
 	for _, name := range o.members.sorted {
 		if _, known := m.index[name]; !known {
 			m.leftAt = now.UnixNano() // neither alive nor gone: it left
+			o.rememberLeft(name, m.leftAt)
 		}
+	}
+	for _, name := range m.sorted {
+		delete(o.left, name)
 	}
 	m.gen = o.members.gen + 1
 	if !maps.Equal(m.alive, o.members.alive) {
@@ -616,6 +625,27 @@ func (o *Owner) SetMembers(now time.Time, alive []string, gone map[string]int64)
 		}
 	}
 	o.mu.Unlock()
+}
+
+// maxLeft bounds Owner.left.
+const maxLeft = 1024
+
+// rememberLeft records that member name left gracefully at t. The lock
+// must be held.
+func (o *Owner) rememberLeft(name string, t int64) {
+	if o.left == nil {
+		o.left = map[string]int64{}
+	}
+	if len(o.left) >= maxLeft {
+		oldest, at := "", int64(math.MaxInt64)
+		for n, lt := range o.left {
+			if lt < at {
+				oldest, at = n, lt
+			}
+		}
+		delete(o.left, oldest)
+	}
+	o.left[name] = t
 }
 
 // PreviousRun tells the owner that an earlier run of this member (before

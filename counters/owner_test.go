@@ -1144,3 +1144,52 @@ func TestOwnerReservesTheShareACutOffMemberCounts(t *testing.T) {
 		})
 	}
 }
+
+// TestOwnerReservesMembersItNeverSaw: an owner that started lately (it
+// joined, or restarted) knows only the members it saw since. If a member
+// in reach counts more (a member cut off before this owner started, which
+// falls back to its static share), the owner reserves the unseen members'
+// shares, of the members they counted: without this owner, which they
+// never saw (sim/testdata join-unseen). Not for a member that left
+// gracefully, nor once the owner's first view is older than the reserve
+// horizon.
+func TestOwnerReservesMembersItNeverSaw(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		first time.Duration // the owner's first view
+		left  bool          // x was a member, and left gracefully
+		want  int64         // what a's grant leaves out beyond the case where a counts 2
+	}{
+		{"a counts one more", 5 * time.Second, false, 45},
+		{"the one more left gracefully", 5 * time.Second, true, 0},
+		{"first view before the horizon", -40 * time.Second, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			grant := func(counts int) int64 {
+				o := NewOwner(OwnerConfig{Lease: true, Self: "o", Interval: 200 * time.Millisecond, Contact: time.Second})
+				if tc.left {
+					o.SetMembers(at(tc.first), []string{"a", "o", "x"}, nil)
+					o.SetMembers(at(tc.first+time.Millisecond), []string{"a", "o"}, nil)
+				} else {
+					o.SetMembers(at(tc.first), []string{"a", "o"}, nil)
+				}
+				a := &member{name: "a"}
+				for ts := tc.first; ts < 12*time.Second; ts += 200 * time.Millisecond {
+					o.PeerMembers(at(ts), "a", counts)
+					a.hello(o, at(ts))
+				}
+				k := ownerKey()
+				k.WindowStart += int64(k.Period) // the window from 10 s
+				a.sync(o, at(12*time.Second), k, 90, 10)
+				return a.sync(o, at(12200*time.Millisecond), k, 90, 1000).Grant
+			}
+			g2, g3 := grant(2), grant(3)
+			if g2 <= 45 {
+				t.Fatalf("a's grant when it counts two members: %d, want more than 45", g2)
+			}
+			if got := g2 - g3; got != tc.want {
+				t.Errorf("a's grant %d when it counts three members, %d when two: %d left out, want %d", g3, g2, got, tc.want)
+			}
+		})
+	}
+}

@@ -172,6 +172,7 @@ type Engine struct {
 // the next batch acknowledges.
 type link struct {
 	lastAnswer atomic.Int64 // Unix ns; when first seen until the first answer
+	answered   atomic.Int64 // Unix ns of the last answer, 0 if none came
 	ack        atomic.Uint64
 	// uncovered says a window whose cap the owner lowered below what it
 	// had admitted may have missed its report since (a batch to the owner
@@ -494,7 +495,9 @@ func (e *Engine) handle(now time.Time, req *peerpb.SyncRequest) (*peerpb.SyncRes
 		r.Ack, r.Final = req.Ack, req.Leaving
 		if e.cfg.Central == "" {
 			owner, _ := e.ring.Owner(r.Key.SeriesHash())
-			r.Stray = owner != e.cfg.Name
+			if r.Stray = owner != e.cfg.Name; r.Stray {
+				stray(resp, i, owner)
+			}
 		}
 		a := e.owner.Report(now, req.Origin, req.Incarnation, &r)
 		resp.Totals[i] = &peerpb.Total{Global: a.Global, Grant: a.Grant, HasGrant: a.HasGrant, Carry: a.Carry, Spare: a.Spare}

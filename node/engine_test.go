@@ -536,73 +536,103 @@ func TestEngineFullBatchesReachEverySeries(t *testing.T) {
 // A member whose view of the membership differs from the one it reports
 // to (one of them has not seen a change yet, as after a partition's heal
 // that some members noticed and others did not) gets answers without a
-// grant: the receiver owns the key in its own view no more. The member
-// falls back to its static share in its own view instead of refusing
-// every request until the views agree, and a grant, once the views agree,
-// ends the fallback.
+// grant: the receiver owns the key in its own view no more, and says
+// whose it is there. If the member had heard nothing from that owner
+// since before the window began, the owner reserved its static share, and
+// the member falls back to it instead of refusing every request until the
+// views agree; a grant, once the views agree, ends the fallback. If it
+// had (a crashed owner that the receiver has not noticed yet, which may
+// have granted the whole limit to itself: sim/testdata
+// owner-crash-pinned), it waits for the views to agree.
 func TestEngineStrayAnswerFallsBackToStaticShare(t *testing.T) {
-	c := newCluster(t, 3, PolicyLease)
-	n0, n1 := c.engines["n0"], c.engines["n1"]
-	all, two := []string{"n0", "n1", "n2"}, []string{"n0", "n1"}
-	// A key n2 owns in the whole view and n1 in the view without n2.
-	without, err := ring.New(ringDefault())
-	if err != nil {
-		t.Fatal(err)
-	}
-	without.Set(two)
-	var l []counters.Limit
-	for i := 0; l == nil && i < 1000; i++ {
-		cand := []counters.Limit{{Tenant: fmt.Sprintf("t%d", i), Endpoint: "/p/*", Method: "GET", Period: 10 * time.Second, Threshold: 100}}
-		inAll, _ := n1.ring.Owner(cand[0].Hash())
-		inTwo, _ := without.Owner(cand[0].Hash())
-		if inAll == "n2" && inTwo == "n1" {
-			l = cand
-		}
-	}
-	if l == nil {
-		t.Fatal("no key owned by n2 in the whole view and by n1 without it")
-	}
-	now := t0.Add(19900 * time.Millisecond)
-	c.sync(now)
-	// n0 has seen n2 leave; n1 and n2 have not.
-	now = now.Add(100 * time.Millisecond)
-	n0.SetMembers(now, two)
-	take := func(at time.Time, n int) (admitted int, pending bool) {
-		for range n {
-			d, err := n0.Take(at, l, 1)
+	for _, tc := range []struct {
+		name     string
+		cut      bool // n0 cut off from n2 since 14 s
+		fallback bool
+	}{
+		{"out of contact with the named owner", true, true},
+		{"in contact with the named owner", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, 3, PolicyLease)
+			n0, n1 := c.engines["n0"], c.engines["n1"]
+			all, two := []string{"n0", "n1", "n2"}, []string{"n0", "n1"}
+			// A key n2 owns in the whole view and n1 in the view without n2.
+			without, err := ring.New(ringDefault())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.Allowed {
-				admitted++
+			without.Set(two)
+			var l []counters.Limit
+			for i := 0; l == nil && i < 1000; i++ {
+				cand := []counters.Limit{{Tenant: fmt.Sprintf("t%d", i), Endpoint: "/p/*", Method: "GET", Period: 10 * time.Second, Threshold: 100}}
+				inAll, _ := n1.ring.Owner(cand[0].Hash())
+				inTwo, _ := without.Owner(cand[0].Hash())
+				if inAll == "n2" && inTwo == "n1" {
+					l = cand
+				}
 			}
-			pending = pending || d.Pending
-		}
-		return admitted, pending
-	}
-	if got, pending := take(now, 1); got != 0 || !pending {
-		t.Fatalf("before any answer in the window: %d admitted, pending %v; want 0 and a pending decision", got, pending)
-	}
-	for i := 0; i < 3; i++ {
-		now = now.Add(100 * time.Millisecond)
-		c.sync(now)
-	}
-	got, _ := take(now, 80)
-	// The static share, of the members n0 shares limits with (those gone
-	// within ReserveWindows count: the static policy's too).
-	members, index := n0.Table().Share()
-	if want := counters.StaticShare(100, members, index, l[0].Hash()); int64(got) != want || want == 0 {
-		t.Errorf("with answers without grant: %d of 80 admitted, want its static share %d (of 100 over %d)", got, want, members)
-	}
-	// The views agree again: the owner's grants replace the fallback.
-	n0.SetMembers(now, all)
-	for i := 0; i < 3; i++ {
-		now = now.Add(100 * time.Millisecond)
-		c.sync(now)
-	}
-	more, _ := take(now, 30)
-	if more+got > 100 || more < 30 {
-		t.Errorf("once the views agree: %d more admitted after %d, want all 30 within the limit of 100", more, got)
+			if l == nil {
+				t.Fatal("no key owned by n2 in the whole view and by n1 without it")
+			}
+			now := t0.Add(13900 * time.Millisecond)
+			c.sync(now)
+			if tc.cut {
+				c.partition([]string{"n0"}, []string{"n2"})
+			}
+			for now.Before(t0.Add(19900 * time.Millisecond)) {
+				now = now.Add(200 * time.Millisecond)
+				c.sync(now)
+			}
+			// n0 has seen n2 go; n1 and n2 have not.
+			now = t0.Add(20 * time.Second)
+			n0.SetMembers(now, two)
+			take := func(at time.Time, n int) (admitted int, pending bool) {
+				for range n {
+					d, err := n0.Take(at, l, 1)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if d.Allowed {
+						admitted++
+					}
+					pending = pending || d.Pending
+				}
+				return admitted, pending
+			}
+			if got, pending := take(now, 1); got != 0 || !pending {
+				t.Fatalf("before any answer in the window: %d admitted, pending %v; want 0 and a pending decision", got, pending)
+			}
+			for i := 0; i < 3; i++ {
+				now = now.Add(100 * time.Millisecond)
+				c.sync(now)
+			}
+			got, _ := take(now, 80)
+			// The static share, of the members n0 shares limits with (those gone
+			// within ReserveWindows count: the static policy's too).
+			members, index := n0.Table().Share()
+			want := counters.StaticShare(100, members, index, l[0].Hash())
+			if want == 0 {
+				t.Fatal("a static share of 0")
+			}
+			if !tc.fallback {
+				want = 0
+			}
+			if int64(got) != want {
+				t.Errorf("with answers without grant: %d of 80 admitted, want %d (its static share of 100 over %d: %d)", got, want, members, counters.StaticShare(100, members, index, l[0].Hash()))
+			}
+			// The views agree again: the owner's grants replace the fallback.
+			clear(c.cut)
+			n0.SetMembers(now, all)
+			for i := 0; i < 3; i++ {
+				now = now.Add(100 * time.Millisecond)
+				c.sync(now)
+			}
+			more, _ := take(now, 30)
+			if more+got > 100 || more < 30 {
+				t.Errorf("once the views agree: %d more admitted after %d, want all 30 within the limit of 100", more, got)
+			}
+		})
 	}
 }
 

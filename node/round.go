@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"sort"
@@ -489,7 +490,7 @@ func (r *round) mergeLocal() {
 	e.owner.ReportAll(r.now, e.cfg.Name, e.cfg.Incarnation, l.reps, ans)
 	for k := range l.refs {
 		e.local.series[l.idx[k]] = l.reps[k].Series
-		l.reps[k].Own = max(l.reps[k].Own, apply(nil, r.nowNs, &l.refs[k], &ans[k], r.self))
+		l.reps[k].Own = max(l.reps[k].Own, apply(nil, r.nowNs, &l.refs[k], &ans[k], r.self, math.MinInt64))
 	}
 	e.owner.Merged(r.now, e.cfg.Name, e.cfg.Incarnation, seq, l.reps)
 	clear(l.refs) // keeps no series alive
@@ -587,12 +588,18 @@ func (e *Engine) Apply(now time.Time, b *Batch, resp *peerpb.SyncResponse) error
 	nowNs := now.UnixNano()
 	if l := (*e.links.Load())[b.Owner]; l != nil {
 		l.lastAnswer.Store(nowNs)
+		l.answered.Store(nowNs)
 		l.packed.Store(resp.PackedOk)
+	}
+	after, err := e.declineAfter(resp, len(b.refs))
+	if err != nil {
+		e.Fail(now, b)
+		return fmt.Errorf("node: owner %s answered a malformed answer: %v", b.Owner, err)
 	}
 	from := e.table.PeerID(b.Owner, resp.Incarnation)
 	for i := range b.refs {
 		t := resp.Totals[i]
-		apply(e.table, nowNs, &b.refs[i], &counters.Answer{Global: t.Global, Grant: t.Grant, HasGrant: t.HasGrant, Carry: t.Carry, Spare: t.Spare}, from)
+		apply(e.table, nowNs, &b.refs[i], &counters.Answer{Global: t.Global, Grant: t.Grant, HasGrant: t.HasGrant, Carry: t.Carry, Spare: t.Spare}, from, declined(after, i))
 	}
 	e.acknowledge(b.Owner, resp.Seq)
 	return nil
@@ -622,8 +629,10 @@ func touch(refs []ref) {
 // apply records an owner's answer to the report r in its window, and
 // returns the window's count then (0 if the window is gone). With t, a
 // window whose cap the answer lowered below that count rides along with
-// the next sync asked for at once (Table.MarkRiding).
-func apply(t *counters.Table, nowNs int64, r *ref, a *counters.Answer, from counters.PeerID) (own int64) {
+// the next sync asked for at once (Table.MarkRiding), and an answer
+// without a grant lets a window that began after declineAfter fall back
+// to its static share (Table.Declined; see declineAfter).
+func apply(t *counters.Table, nowNs int64, r *ref, a *counters.Answer, from counters.PeerID, declineAfter int64) (own int64) {
 	r.e.Lock()
 	defer r.e.Unlock()
 	var buf counters.Slot
@@ -657,7 +666,7 @@ func apply(t *counters.Table, nowNs int64, r *ref, a *counters.Answer, from coun
 		s.Fallback = false
 		s.GrantFrom = from
 	}
-	if !a.HasGrant && t != nil {
+	if !a.HasGrant && t != nil && s.Start > declineAfter {
 		t.Declined(s)
 	}
 	s.Spare, s.Informed = a.Spare, r.demand > 0

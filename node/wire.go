@@ -616,7 +616,9 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 		}
 		if e.cfg.Central == "" {
 			owner, _ := e.ring.Owner(k.hash)
-			rep.Stray = owner != e.cfg.Name
+			if rep.Stray = owner != e.cfg.Name; rep.Stray {
+				stray(resp, i, owner)
+			}
 		}
 		ks[n] = k
 		if n++; n == len(reps) {
@@ -703,12 +705,18 @@ func (e *Engine) applyPacked(now time.Time, b *Batch, resp *peerpb.SyncResponse)
 		e.Fail(now, b)
 		return fmt.Errorf("node: owner %s answered a malformed packed answer for %d reports", b.Owner, len(b.refs))
 	}
+	after, err := e.declineAfter(resp, len(b.refs))
+	if err != nil {
+		e.Fail(now, b)
+		return fmt.Errorf("node: owner %s answered a malformed packed answer: %v", b.Owner, err)
+	}
 	e.wireMu.Lock()
 	e.acknowledged(b.Owner, b.enc)
 	e.wireMu.Unlock()
 	nowNs := now.UnixNano()
 	if l := (*e.links.Load())[b.Owner]; l != nil {
 		l.lastAnswer.Store(nowNs)
+		l.answered.Store(nowNs)
 	}
 	r = reader{b: resp.Packed}
 	from := e.table.PeerID(b.Owner, resp.Incarnation)
@@ -717,7 +725,7 @@ func (e *Engine) applyPacked(now time.Time, b *Batch, resp *peerpb.SyncResponse)
 			touch(b.refs[i:min(i+32, len(b.refs))])
 		}
 		readTotal(&r, b.refs[i].own, &a)
-		apply(e.table, nowNs, &b.refs[i], &a, from)
+		apply(e.table, nowNs, &b.refs[i], &a, from, declined(after, i))
 	}
 	e.acknowledge(b.Owner, resp.Seq)
 	return nil

@@ -517,6 +517,18 @@ type SyncResponse struct {
 	// before then may hold what that run admitted as an owner itself, which
 	// nobody else may know (counters.Owner.PreviousRun).
 	PreviousRunMs int64 `protobuf:"varint,8,opt,name=previous_run_ms,json=previousRunMs,proto3" json:"previous_run_ms,omitempty"`
+	// stray_reports lists, in ascending order, the positions in the request
+	// (of reports, or of packed reports) of the reports this member counted
+	// as stray: in its own view of the membership their series are another
+	// member's, named at the same position of stray_owners, and it answered
+	// them without a grant. The sender falls back to its static share on
+	// such an answer only if it had heard nothing from that owner since
+	// before the window began (node.apply): that owner then reserved the
+	// share for it; one the sender was in contact with may have granted the
+	// whole limit to others (a crashed owner that its successor has not
+	// noticed yet).
+	StrayReports  []uint32 `protobuf:"varint,9,rep,packed,name=stray_reports,json=strayReports,proto3" json:"stray_reports,omitempty"`
+	StrayOwners   []string `protobuf:"bytes,10,rep,name=stray_owners,json=strayOwners,proto3" json:"stray_owners,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -605,6 +617,20 @@ func (x *SyncResponse) GetPreviousRunMs() int64 {
 		return x.PreviousRunMs
 	}
 	return 0
+}
+
+func (x *SyncResponse) GetStrayReports() []uint32 {
+	if x != nil {
+		return x.StrayReports
+	}
+	return nil
+}
+
+func (x *SyncResponse) GetStrayOwners() []string {
+	if x != nil {
+		return x.StrayOwners
+	}
+	return nil
 }
 
 type Total struct {
@@ -738,7 +764,7 @@ const file_peer_proto_rawDesc = "" +
 	"\x16known_from_incarnation\x18\x0f \x01(\x04R\x14knownFromIncarnation\x12\x14\n" +
 	"\x05carry\x18\x10 \x01(\bR\x05carry\x12\x19\n" +
 	"\bcap_from\x18\x11 \x01(\tR\acapFrom\x120\n" +
-	"\x14cap_from_incarnation\x18\x12 \x01(\x04R\x12capFromIncarnation\"\xfa\x01\n" +
+	"\x14cap_from_incarnation\x18\x12 \x01(\x04R\x12capFromIncarnation\"\xc2\x02\n" +
 	"\fSyncResponse\x12+\n" +
 	"\x06totals\x18\x01 \x03(\v2\x13.peerlimit.v1.TotalR\x06totals\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12\x10\n" +
@@ -747,7 +773,10 @@ const file_peer_proto_rawDesc = "" +
 	"\x06resync\x18\x05 \x01(\rR\x06resync\x12\x1b\n" +
 	"\tpacked_ok\x18\x06 \x01(\bR\bpackedOk\x12\x14\n" +
 	"\x05clock\x18\a \x01(\x03R\x05clock\x12&\n" +
-	"\x0fprevious_run_ms\x18\b \x01(\x03R\rpreviousRunMs\"~\n" +
+	"\x0fprevious_run_ms\x18\b \x01(\x03R\rpreviousRunMs\x12#\n" +
+	"\rstray_reports\x18\t \x03(\rR\fstrayReports\x12!\n" +
+	"\fstray_owners\x18\n" +
+	" \x03(\tR\vstrayOwners\"~\n" +
 	"\x05Total\x12\x16\n" +
 	"\x06global\x18\x01 \x01(\x03R\x06global\x12\x14\n" +
 	"\x05grant\x18\x02 \x01(\x03R\x05grant\x12\x1b\n" +

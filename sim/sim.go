@@ -397,13 +397,26 @@ func (w *world) start(in *instance, announce bool) error {
 }
 
 // stop takes an instance down: its engine and all its state are dropped.
-func (w *world) stop(in *instance, delay int64) {
+// The requests waiting for an answer there end first, so that what the
+// clients offered does not depend on the policy: after a graceful leave's
+// last sync they are decided once more, as the node's shutdown does; in a
+// crash their clients see the connection fail (denied, no Retry-After).
+func (w *world) stop(in *instance, delay int64, graceful bool) {
+	for _, p := range in.parked {
+		switch {
+		case p.done:
+		case graceful && in.eng != nil:
+			w.pendingDeadline(p)
+		default:
+			w.settle(p, counters.Decision{Tier: -1})
+		}
+	}
 	w.countEvictions(in)
 	in.up = false
 	in.leaving = 0
 	in.gen++
 	in.eng, in.tab, in.round, in.view = nil, nil, nil, nil
-	in.parked, in.kick = nil, false // their clients see the connection fail
+	in.parked, in.kick = nil, false
 	w.notifyOthers(in, delay)
 }
 
@@ -908,7 +921,7 @@ func (w *world) advanceLeave(in *instance) {
 			return
 		}
 	}
-	w.stop(in, int64(w.sc.Notify))
+	w.stop(in, int64(w.sc.Notify), true)
 }
 
 func (w *world) fault(ev *Event) error {
@@ -956,7 +969,7 @@ func (w *world) fault(ev *Event) error {
 		w.notifyOthers(nil, detect)
 	case EvCrash:
 		if in := w.byName[ev.Name]; in.up {
-			w.stop(in, detect)
+			w.stop(in, detect, false)
 		}
 	case EvLeave:
 		if in := w.byName[ev.Name]; in.up && in.leaving == 0 {
