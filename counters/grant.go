@@ -135,10 +135,10 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	// Members this owner never saw may spend their static shares, out of
 	// the pool (what no other owner's cap holds): a pool held whole covers
 	// them.
-	if u := o.unseen(now, since, w, mw); u > 0 && rest < pool {
-		rest = min(pool, rest+u)
-	}
 	committed := firm + rest + ghost
+	if rest < pool {
+		committed += o.unseen(now, since, w, mw)
+	}
 
 	free := w.threshold - committed - sums.e - estR
 	// Of what nobody is expected to need, the members with demand get
