@@ -79,7 +79,6 @@ func (o *Owner) PeerMembers(now time.Time, origin string, n int) {
 		c.membersSince = nowNs
 	}
 	c.members, c.membersAt = n, nowNs
-	o.mostSaid = max(o.mostSaid, n)
 }
 
 // knowsFewer reports whether a member in mw said, within the contact

@@ -213,13 +213,12 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 // lost before that view, and the others reserve a lost member only so
 // long. The lock must be held.
 func (o *Owner) unseen(now, since int64, w *ownerWindow, mw *memberWindow) int64 {
-	n := len(o.members.sorted) + len(o.left)
-	if o.firstView <= since || o.mostSaid <= n {
-		// Out of sight since before the reserve horizon (the members that
-		// saw it lost no longer reserve it either), or nobody counts more.
+	if o.firstView <= since {
+		// Out of sight since before the reserve horizon: the members that
+		// saw it lost no longer reserve it either.
 		return 0
 	}
-	k := o.mostCounted(now, mw, true)
+	k, n := o.mostCounted(now, mw, true), len(o.members.sorted)+len(o.left)
 	if k <= n {
 		return 0
 	}

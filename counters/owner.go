@@ -219,10 +219,6 @@ type Owner struct {
 	// members.sorted and these (see unseen). At most maxLeft, the oldest
 	// forgotten first.
 	left map[string]int64
-	// mostSaid is at least the most members a member said it counts
-	// (PeerMembers) since the membership last changed: unseen looks no
-	// further while it is no more than the members this owner saw.
-	mostSaid int
 	// prevRun is when an earlier run of this member was last heard from
 	// (Unix ns), 0 if none is known (see PreviousRun).
 	prevRun int64
@@ -619,10 +615,6 @@ func (o *Owner) SetMembers(now time.Time, alive []string, gone map[string]int64)
 		m.changedAt = now.UnixNano()
 	}
 	o.members = m
-	o.mostSaid = 0
-	for _, c := range o.contacts {
-		o.mostSaid = max(o.mostSaid, c.members)
-	}
 	o.view = ViewDigest(alive)
 	o.seeMembers(now.UnixNano(), alive)
 	o.members.contact = make([]*contact, len(m.sorted))

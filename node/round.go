@@ -585,16 +585,16 @@ func (e *Engine) Apply(now time.Time, b *Batch, resp *peerpb.SyncResponse) error
 		e.Fail(now, b)
 		return fmt.Errorf("node: owner %s answered %d totals for %d reports", b.Owner, len(resp.GetTotals()), len(b.refs))
 	}
+	after, err := e.declineAfter(resp, len(b.refs))
+	if err != nil {
+		e.Fail(now, b)
+		return fmt.Errorf("node: owner %s answered a malformed answer: %v", b.Owner, err)
+	}
 	nowNs := now.UnixNano()
 	if l := (*e.links.Load())[b.Owner]; l != nil {
 		l.lastAnswer.Store(nowNs)
 		l.answered.Store(nowNs)
 		l.packed.Store(resp.PackedOk)
-	}
-	after, err := e.declineAfter(resp, len(b.refs))
-	if err != nil {
-		e.Fail(now, b)
-		return fmt.Errorf("node: owner %s answered a malformed answer: %v", b.Owner, err)
 	}
 	from := e.table.PeerID(b.Owner, resp.Incarnation)
 	for i := range b.refs {
