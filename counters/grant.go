@@ -275,10 +275,22 @@ type grantContext struct {
 	lostBefore       int64
 	takeBack         bool
 	inherited, owned bool
-	otherSide        bool    // see sideBound
-	left             int64   // ns left in the window
-	soon             float64 // ns ahead the members' demand is projected first
-	interval         float64 // ns between a member's reports
+	otherSide        bool // see sideBound
+	// cutSide: a member that lost contact with this owner during the
+	// window reported holding another owner's cap in it. That owner took
+	// its side's budget from what its members held of this owner's
+	// (Report.CapFrom), and may have given one member more than this
+	// owner let it hold, out of what another gave up: the caps of the
+	// members that reported less than they held here (cutShare) may be
+	// held by those that have not reported yet, on top of their own
+	// reserves (see cutBound; sim/testdata/heal-budget-moved: the other
+	// side's owner moved budget from n3 to n4 by their demand, n3
+	// reported first at the heal, and this owner handed out what n3 gave
+	// up while n4 held it: 1,025 admitted of 1,000).
+	cutSide  bool
+	left     int64   // ns left in the window
+	soon     float64 // ns ahead the members' demand is projected first
+	interval float64 // ns between a member's reports
 }
 
 // grantContext fills gc for a grant at now of key's window w, whose
@@ -308,7 +320,7 @@ func (o *Owner) grantContext(gc *grantContext, now int64, key Key, w *ownerWindo
 	if w.nForeign > 0 {
 		gc.inherited, gc.owned = true, false
 	}
-	gc.otherSide = w.otherSide
+	gc.otherSide, gc.cutSide = w.otherSide, w.cutSide
 	// What nobody needs is judged over the time left in the window; the
 	// members' parts follow their demand over the next NeedHorizon
 	// intervals at most. Projected over a day-long window, any demand is
@@ -354,6 +366,10 @@ type memberSlot struct {
 	// began (whatever its kind: it may have come back since), foreign the
 	// smallest cap another owner granted it that it reported (-1: none).
 	side, foreign int64
+	// cutShare is the state's (see originState), and away whether it is
+	// out of contact.
+	cutShare int64
+	away     bool
 	// counts is how many members it said it counts (PeerMembers; 0: it
 	// did not say).
 	counts        int
@@ -389,6 +405,7 @@ type slotsKey struct {
 	threshold                  int64
 	inherited, owned, takeBack bool
 	otherSide                  bool
+	cutSide                    bool
 }
 
 // slotsFor returns the member slots kept in a window's view for gc. They
@@ -398,7 +415,7 @@ type slotsKey struct {
 func (o *Owner) slotsFor(view *windowView, gc *grantContext) *windowSlots {
 	sl := &view.slots
 	sl.gc = *gc // refreshSlot takes slots with it
-	key := slotsKey{gc.mw, o.members.gen, view.prev, gc.threshold, gc.inherited, gc.owned, gc.takeBack, gc.otherSide}
+	key := slotsKey{gc.mw, o.members.gen, view.prev, gc.threshold, gc.inherited, gc.owned, gc.takeBack, gc.otherSide, gc.cutSide}
 	if sl.taken == key {
 		return sl
 	}
@@ -459,12 +476,12 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 	sl.kind, sl.unknown, sl.settling, sl.inContact = slotSilent, false, false, false
 	sl.ver, sl.flipAt = o.members.vers[at], math.MaxInt64
 	sl.x, sl.static, sl.cur, sl.prev, sl.instant = 0, 0, 0, 0, 0
-	sl.side, sl.foreign, sl.counts = 0, -1, 0
+	sl.side, sl.foreign, sl.counts, sl.cutShare = 0, -1, 0, 0
 	if cr != nil {
 		sl.counts = cr.members
 	}
 	if s != nil && s.hasForeign {
-		sl.foreign = s.foreignCap
+		sl.foreign, sl.cutShare = s.foreignCap, s.cutShare
 	}
 	if s != nil {
 		sl.cur = s.total()
@@ -479,6 +496,7 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 			sl.flipAt = last + gc.contactT
 		}
 	}
+	sl.away = !inContact
 	c := contactBefore(cr, gc.start, gc.now)
 	if gc.takeBack && !inContact && !alive && c < gc.lostBefore {
 		sl.static = SafeShare(gc.threshold, gc.n, i, gc.hash, o.cfg.SafeShare)
@@ -561,6 +579,7 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 	ri := len(gc.mw.names)
 	var taken memberSlot
 	var side sideBound
+	var cut cutBound
 	for i, m := range gc.mw.names {
 		// The member's states: the view's with kept slots, else looked up.
 		var cur, ps *originState
@@ -575,9 +594,10 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 		if cur == r {
 			ri = i
 			soonNeeds, leftNeeds, holds = append(soonNeeds, 0), append(leftNeeds, 0), append(holds, 0)
-			if gc.otherSide {
+			if gc.otherSide || gc.cutSide {
 				o.slotOf(&taken, gc, i, cur, ps)
 				side.add(&taken, taken.cur+weighted(taken.prev, gc.weight))
+				cut.add(&taken, false)
 			}
 			continue
 		}
@@ -593,6 +613,9 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 		e := s.cur + weighted(s.prev, gc.weight)
 		if gc.otherSide {
 			side.add(s, e)
+		}
+		if gc.cutSide {
+			cut.add(s, true)
 		}
 		var ns, nl, hold int64
 		switch s.kind {
@@ -625,6 +648,7 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 		soonNeeds, leftNeeds, holds = append(soonNeeds, ns), append(leftNeeds, nl), append(holds, hold)
 	}
 	t.silent += side.extra() - side.cut(gc.threshold, gc.n)
+	t.firm += cut.extra()
 	if ri == len(gc.mw.names) {
 		soonNeeds, leftNeeds, holds = append(soonNeeds, 0), append(leftNeeds, 0), append(holds, 0)
 	}
@@ -670,6 +694,38 @@ func (b *sideBound) add(sl *memberSlot, e int64) {
 	default:
 		b.known += min(e, sl.side)
 	}
+}
+
+// cutBound bounds what the members that lost contact with this owner
+// during the window may hold (grantContext.cutSide): those that reported
+// another owner's cap there hold less than this owner let them hold by
+// their cutShare less that cap, and the others out of contact may hold
+// that much more than their reserves. Members out of contact since before
+// the window began are sideBound's.
+type cutBound struct {
+	given int64 // by those that reported another owner's cap, less that cap
+	away  bool  // some member out of contact has not reported one
+}
+
+// add counts a member's slot; other says it is another member than the
+// one the grant is for.
+func (b *cutBound) add(sl *memberSlot, other bool) {
+	switch {
+	case sl.side != 0:
+	case sl.foreign >= 0:
+		b.given += sl.cutShare - sl.foreign
+	case other && sl.away:
+		b.away = true
+	}
+}
+
+// extra is what the members out of contact that have not reported
+// another owner's cap may hold beyond their reserves.
+func (b *cutBound) extra() int64 {
+	if !b.away {
+		return 0
+	}
+	return max(0, b.given)
 }
 
 // extra is what the group's silent members may hold beyond the reserves

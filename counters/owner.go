@@ -387,6 +387,11 @@ type ownerWindow struct {
 	// before the window began: another side of a partition had an owner of
 	// its own (see sideBound).
 	otherSide bool
+	// cutSide says an origin that was in contact with this owner when the
+	// window began reported holding another owner's cap in it: it went
+	// over to another owner during the window (a partition, or the ring
+	// moved the series), see grantContext.cutSide.
+	cutSide bool
 }
 
 // originState is one origin's state in a window. Its fields are ordered
@@ -418,6 +423,12 @@ type originState struct {
 	// one): what a previous owner had given it, which bounds what that
 	// owner could have given everyone else.
 	foreignCap int64
+	// cutShare is, once the origin reported another owner's cap after it
+	// lost contact with this owner during the window, the most this owner
+	// had let it hold before: what the other owner counted it as holding
+	// of this owner's, and took its side's budget from (see
+	// grantContext.cutSide).
+	cutShare int64
 	// What the origin last knew from another owner: the others' total
 	// (KnownGlobal - KnownAcked), its own part (KnownAcked), and from whom.
 	snapOthers, snapOwn int64
@@ -475,6 +486,22 @@ func (o *Owner) capNow(s *originState, c *contact) int64 {
 		held = s.given
 	}
 	return held
+}
+
+// cutShare is what origin st, reporting another owner's cap for the first
+// time in window w, may have held of this owner's grants when it went
+// over to the other owner: the cap this owner last granted it in the
+// window, or one it carried from the window before. The lock must be
+// held.
+func (o *Owner) cutShare(w *ownerWindow, st *originState, c *contact) int64 {
+	var v int64
+	if st.hasGiven {
+		v = st.given
+	}
+	if p := w.prevOrigin(st.name); p != nil && p.hasGiven && !p.hasForeign && o.carries(p, c) {
+		v = max(v, p.given) // not a cap another owner granted that this one took over
+	}
+	return v
 }
 
 // carries reports whether the origin may hold a cap that carries into the
@@ -869,14 +896,20 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 				w.foreignCaps -= st.foreignCap
 			} else {
 				w.nForeign++
+				st.cutShare = o.cutShare(w, st, c)
 			}
 			st.foreignCap, st.hasForeign = r.Cap, true
 			w.foreignCaps += r.Cap
 			// Out of contact with this owner since before the window
 			// began, it was served by an owner on its side of a partition
-			// (see sideBound).
-			if !w.otherSide && (c == nil || !c.self) && o.outAtStart(contactBefore(c, r.Key.WindowStart, nowNs), r.Key.WindowStart) {
-				w.otherSide = true
+			// (see sideBound); lost during the window, by one that split
+			// what its side held of this owner's (see cutBound).
+			if c == nil || !c.self {
+				if o.outAtStart(contactBefore(c, r.Key.WindowStart, nowNs), r.Key.WindowStart) {
+					w.otherSide = true
+				} else {
+					w.cutSide = true
+				}
 			}
 		}
 		// A predecessor's knowledge matters only for origins this owner had
