@@ -254,16 +254,12 @@ func (o *Owner) grantsUnseen(now int64, key Key, w *ownerWindow, gc *grantContex
 	}
 	// This member restarted, and its earlier run was alive in this window:
 	// as an owner it may have admitted and granted itself budget that no
-	// member knows of (see PreviousRun), so this owner grants nothing in
-	// the window beyond what the members hold. A total that run answered
-	// (prevRunKnown), or another owner's that holds counts no member
-	// reported here (hidden), does not bound it: that run went on
-	// admitting under the cap it had granted itself after its last
-	// answer, which nobody saw (sim/testdata/owner-restart-midwindow: the
-	// owner crashed at 21 s with half the traffic and a cap of 322, came
-	// back at 27 s as the others noticed it gone, and granted what the
-	// members' totals left: 1,025 admitted of 1,000).
-	return o.prevRun > key.WindowStart && key.WindowStart < o.firstView
+	// member knows of (see PreviousRun). Unless a member brings a total
+	// that run answered, or totals of another owner that hold counts no
+	// member reported here (hidden: an owner that took the window over
+	// while this member was away learnt them from the members that had
+	// that run's totals), this owner grants nothing in the window.
+	return o.prevRun > key.WindowStart && key.WindowStart < o.firstView && !w.prevRunKnown && hidden == 0
 }
 
 // grantContext is what a grant derives once from the time, the key, the
