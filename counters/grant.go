@@ -154,6 +154,21 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		// within an interval: r may wait for it. Under overload nothing
 		// comes back, and r is refused at once.
 		spare = 0
+		// On a sliding tier the estimates weigh the window before, and
+		// may add up to more than the threshold (it went over). A cap is
+		// on the estimate, which falls as that weight does, so a cap at
+		// the estimate lets the member's count in this window grow back
+		// to it: the caps would let the window itself over by the excess
+		// (a member isolated across a window's start: 1,106 admitted of
+		// 1,000, then 1,068 in the next window with no fault). r's cap
+		// takes its part of the excess off its estimate, by its share of
+		// the estimates of the members in reach (rounded up), down to its
+		// count here: the caps of those members then add up to what the
+		// others' reserves leave.
+		if free < 0 && gc.weight > 0 {
+			in := max(1, estR+sums.e)
+			g = max(r.total(), estR-(-free*estR+in-1)/in)
+		}
 		if needSoonR > 0 {
 			spare = min(sums.silentExcess, needSoonR)
 		}

@@ -1237,3 +1237,45 @@ func TestOwnerCutMidWindowKeepsWhatTheOtherSideMoved(t *testing.T) {
 		t.Fatalf("a's grant %d with d silent: want at most %d (c held %d, then %d of another owner's, now %d; d held %d)", ans.Grant, limit, cCap, foreign, c.cap, dCap)
 	}
 }
+
+// TestOwnerSlidingCapsWithinThresholdAfterAnOverWindow: on a sliding tier
+// a member's estimate weighs its count in the window before, and a cap is
+// on the estimate. When the window before went over (a and b admitted 60
+// each of 100, say while cut off from each other), the estimates add up
+// to more than the threshold: capped at its estimate, each member's count
+// in the new window would grow back to its cap as the weight fell, and
+// the window would go over by the excess too. The caps take it off and
+// add up to the threshold at most (sim TestSlidingCutNearWindowEnd).
+func TestOwnerSlidingCapsWithinThresholdAfterAnOverWindow(t *testing.T) {
+	o := NewOwner(OwnerConfig{Lease: true, Self: "o", Contact: time.Second})
+	o.SetMembers(base, []string{"a", "b"}, nil)
+	ms := members("a", "b")
+	k := ownerKey()
+	next := k
+	next.WindowStart += int64(k.Period)
+	beat(o, 0, 9600*time.Millisecond, ms["a"], ms["b"])
+	for _, m := range []*member{ms["a"], ms["b"]} {
+		seq := o.Hello(at(9600*time.Millisecond), m.name)
+		o.Report(at(9600*time.Millisecond), m.name, 1, &Report{Key: k, Threshold: 100, Algorithm: Sliding, Own: 60, Demand: 60})
+		o.Acknowledge(at(9600*time.Millisecond), m.name, m.ack, o.view, true)
+		m.ack = seq
+	}
+	beat(o, 9800*time.Millisecond, 10500*time.Millisecond, ms["a"], ms["b"])
+	var sum int64
+	for ts := 10500 * time.Millisecond; ts < 11500*time.Millisecond; ts += 200 * time.Millisecond {
+		sum = 0
+		for _, m := range []*member{ms["a"], ms["b"]} {
+			seq := o.Hello(at(ts), m.name)
+			ans := o.Report(at(ts), m.name, 1, &Report{Key: next, Threshold: 100, Algorithm: Sliding, Demand: 30})
+			o.Acknowledge(at(ts), m.name, m.ack, o.view, true)
+			m.ack = seq
+			if !ans.HasGrant {
+				t.Fatalf("%s at %v: no grant", m.name, ts)
+			}
+			sum += ans.Grant
+		}
+		if sum > 100 {
+			t.Fatalf("at %v the caps add up to %d: want at most 100 (the window before admitted 120)", ts, sum)
+		}
+	}
+}
