@@ -248,14 +248,16 @@ func TestExploreDeterministic(t *testing.T) {
 // exploreRatchet is, for the CI's run (500 scenarios from seed 1), the
 // number of lease's windows over all classes that may miss each design
 // target: what was measured plus 2% for noise. The overshoot bound is
-// 322's + 2% (at 1f95201: 322 windows over, 11,205 under the safe
-// reference, 14,653 wrongly denied, of 80,298); the other two are still
-// 11,099's and 14,440's + 2%, measured at 0466b03 (the join rule), which
-// later changes stayed within. The README's accuracy section has the
+// 322's + 2% (at 1f95201: 322 windows over); the other two are 11,327's
+// and 14,828's + 2%, measured at f7bfcbb (323 over, 11,327 under the safe
+// reference, 14,828 wrongly denied, of 80,298), where the owners began
+// taking a sliding tier's excess off the caps: a safety fix that costs
+// windows under (11,231 and 14,704 before it, on bounds of 11,321 and
+// 14,729 kept since 0466b03). The README's accuracy section has the
 // figures of every change between. A change that misses more fails
 // TestExploreMany; one that misses fewer should lower these.
 var exploreRatchet = map[int][numTargets]int{
-	500: {TargetOvershoot: 328, TargetUndershootSafe: 11321, TargetWronglyDenied: 14729},
+	500: {TargetOvershoot: 328, TargetUndershootSafe: 11553, TargetWronglyDenied: 15124},
 }
 
 // TestExploreMany runs the explorer over -explore scenarios (none by
