@@ -33,15 +33,7 @@ at 33s heal
 `, profile, cut, spread)
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
-					r, err := Run(scenario(t, src), Lease, 1)
-					if err != nil {
-						t.Fatal(err)
-					}
-					for _, w := range r.Windows {
-						if w.overshootBeyond(1) {
-							t.Errorf("window at %gs: %d charged of %d", w.WindowStart, w.Charged, w.Limit)
-						}
-					}
+					leaseWithinLimit(t, src)
 				})
 			}
 		}
