@@ -159,8 +159,9 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		// on the estimate, which falls as that weight does, so a cap at
 		// the estimate lets the member's count in this window grow back
 		// to it: the caps would let the window itself over by the excess
-		// (a member isolated across a window's start: 1,106 admitted of
-		// 1,000, then 1,068 in the next window with no fault). r's cap
+		// (sim/testdata/sliding-isolate-edge, a member isolated across a
+		// window's start: 1,106 admitted of 1,000, then 1,068 in the next
+		// window with no fault). r's cap
 		// takes its part of the excess off its estimate, by its share of
 		// the estimates of the members in reach (rounded up), down to its
 		// count here: the caps of those members then add up to what the
@@ -420,7 +421,6 @@ type slotsKey struct {
 	threshold                  int64
 	inherited, owned, takeBack bool
 	otherSide                  bool
-	cutSide                    bool
 }
 
 // slotsFor returns the member slots kept in a window's view for gc. They
@@ -430,7 +430,7 @@ type slotsKey struct {
 func (o *Owner) slotsFor(view *windowView, gc *grantContext) *windowSlots {
 	sl := &view.slots
 	sl.gc = *gc // refreshSlot takes slots with it
-	key := slotsKey{gc.mw, o.members.gen, view.prev, gc.threshold, gc.inherited, gc.owned, gc.takeBack, gc.otherSide, gc.cutSide}
+	key := slotsKey{gc.mw, o.members.gen, view.prev, gc.threshold, gc.inherited, gc.owned, gc.takeBack, gc.otherSide}
 	if sl.taken == key {
 		return sl
 	}
@@ -611,7 +611,11 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 			soonNeeds, leftNeeds, holds = append(soonNeeds, 0), append(leftNeeds, 0), append(holds, 0)
 			if gc.otherSide || gc.cutSide {
 				o.slotOf(&taken, gc, i, cur, ps)
+			}
+			if gc.otherSide {
 				side.add(&taken, taken.cur+weighted(taken.prev, gc.weight))
+			}
+			if gc.cutSide {
 				cut.add(&taken, false)
 			}
 			continue

@@ -591,9 +591,7 @@ func (e *Engine) Apply(now time.Time, b *Batch, resp *peerpb.SyncResponse) error
 		return fmt.Errorf("node: owner %s answered a malformed answer: %v", b.Owner, err)
 	}
 	nowNs := now.UnixNano()
-	if l := (*e.links.Load())[b.Owner]; l != nil {
-		l.lastAnswer.Store(nowNs)
-		l.answered.Store(nowNs)
+	if l := e.answeredBy(b.Owner, nowNs); l != nil {
 		l.packed.Store(resp.PackedOk)
 	}
 	from := e.table.PeerID(b.Owner, resp.Incarnation)
@@ -624,6 +622,17 @@ func touch(refs []ref) {
 		x ^= refs[i].e.Prefetch()
 	}
 	runtime.KeepAlive(x)
+}
+
+// answeredBy records that owner answered a batch at nowNs, and returns
+// its link (nil if it has none).
+func (e *Engine) answeredBy(owner string, nowNs int64) *link {
+	l := (*e.links.Load())[owner]
+	if l != nil {
+		l.lastAnswer.Store(nowNs)
+		l.answered.Store(nowNs)
+	}
+	return l
 }
 
 // apply records an owner's answer to the report r in its window, and

@@ -714,10 +714,7 @@ func (e *Engine) applyPacked(now time.Time, b *Batch, resp *peerpb.SyncResponse)
 	e.acknowledged(b.Owner, b.enc)
 	e.wireMu.Unlock()
 	nowNs := now.UnixNano()
-	if l := (*e.links.Load())[b.Owner]; l != nil {
-		l.lastAnswer.Store(nowNs)
-		l.answered.Store(nowNs)
-	}
+	e.answeredBy(b.Owner, nowNs)
 	r = reader{b: resp.Packed}
 	from := e.table.PeerID(b.Owner, resp.Incarnation)
 	for i := range b.refs {
