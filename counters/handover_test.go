@@ -244,3 +244,99 @@ func TestOwnerJoinedMidWindowGrantsOnlyWhatWasGranted(t *testing.T) {
 		})
 	}
 }
+
+// TestOwnerRegainingASeriesAfterItsOriginRestarted: a owns a series and
+// loses it to b when c is killed; b counts c's first run as hidden. c
+// restarts (incarnation 2) and admits one under b; then the series is a's
+// again. a still holds c's first run, which b's total holds too, and c's
+// new run reports b's total with only its new count as its own: c's first
+// run must not come back as hidden (TestClusterWireResynchronises saw 22
+// where 18 were admitted: a killed member's counts twice).
+func TestOwnerRegainingASeriesAfterItsOriginRestarted(t *testing.T) {
+	o := NewOwner(OwnerConfig{Self: "a", SelfIncarnation: 1})
+	o.SetMembers(base, []string{"a", "b", "c"}, nil)
+	o.SetOwnership(base, owns)
+	runHandover(t, o, 0, []handoverStep{
+		{"a", 1, 2, 0, 0, "", 2},
+		{"b", 1, 2, 2, 2, "a", 4},
+		{"c", 1, 2, 4, 2, "a", 6},
+	})
+	// c is killed at 1 s and b owns the series: a and b reach 4 there, c's
+	// 2 are hidden, and c's new run admits 1 (b's total 11). At 3 s the
+	// series is a's again.
+	o.SetMembers(at(time.Second), []string{"a", "b"}, map[string]int64{"c": at(time.Second).UnixNano()})
+	o.SetOwnership(at(time.Second), ownsNot)
+	o.SetMembers(at(3*time.Second), []string{"a", "b", "c"}, nil)
+	o.SetOwnership(at(3*time.Second), owns)
+	runHandover(t, o, 3*time.Second, []handoverStep{
+		{"c", 2, 1, 11, 1, "b", 11},
+		{"a", 1, 4, 11, 4, "b", 11},
+		{"b", 1, 4, 11, 4, "b", 11},
+		{"c", 2, 2, 11, 1, "b", 12}, // c admits one more
+	})
+}
+
+// TestOwnerRegainingASeriesFromARestartedOriginsSameRun: c restarts
+// while a owns a series and reports its new run there; then d owns the
+// series for a while and c's new run admits more under d. When a gets the
+// series back, c's new run reports d's total: its acknowledged count
+// there (3) includes what a had of the run (1), and c's first run (2) is
+// in d's total too, as hidden.
+func TestOwnerRegainingASeriesFromARestartedOriginsSameRun(t *testing.T) {
+	o := NewOwner(OwnerConfig{Self: "a", SelfIncarnation: 1})
+	o.SetMembers(base, []string{"a", "b", "c"}, nil)
+	o.SetOwnership(base, owns)
+	runHandover(t, o, 0, []handoverStep{
+		{"a", 1, 2, 0, 0, "", 2},
+		{"b", 1, 2, 2, 2, "a", 4},
+		{"c", 1, 2, 4, 2, "a", 6},
+		{"c", 2, 1, 0, 0, "", 7},
+	})
+	// d owns the series from 1 s: a and b reach 4 there, c's new run 3
+	// (d's total 13, c's first run's 2 hidden in it); a again from 3 s.
+	o.SetMembers(at(time.Second), []string{"a", "b", "c", "d"}, nil)
+	o.SetOwnership(at(time.Second), ownsNot)
+	o.SetMembers(at(3*time.Second), []string{"a", "b", "c"}, map[string]int64{"d": at(3 * time.Second).UnixNano()})
+	o.SetOwnership(at(3*time.Second), owns)
+	runHandover(t, o, 3*time.Second, []handoverStep{
+		{"c", 2, 3, 13, 3, "d", 13},
+		{"a", 1, 4, 13, 4, "d", 13},
+		{"b", 1, 4, 13, 4, "d", 13},
+		{"c", 2, 4, 13, 3, "d", 14},
+	})
+}
+
+// TestOwnerRegainingASeriesSeenInAStrayReport: a owns a series, loses it
+// to b, and gets it back; the report that comes between is stray (a's
+// ring named b then), but the view that gives the series back to a is
+// timed before that report (membership updates and reports race: the
+// update took its time before it changed the ring). The stray report, then
+// one that is not, say a lost the series and got it back all the same:
+// the counts a kept are in b's total and do not count again (seen in
+// TestClusterWireResynchronises: 24 where 14 were admitted).
+func TestOwnerRegainingASeriesSeenInAStrayReport(t *testing.T) {
+	o := NewOwner(OwnerConfig{Self: "a", SelfIncarnation: 1})
+	o.SetMembers(base, []string{"a", "b", "c"}, nil)
+	o.SetOwnership(base, owns)
+	runHandover(t, o, 0, []handoverStep{
+		{"a", 1, 2, 0, 0, "", 2},
+		{"b", 1, 2, 2, 2, "a", 4},
+		{"c", 1, 2, 4, 2, "a", 6},
+	})
+	// b owns the series from 1 s, where a and b reach 4 and d, new, 2
+	// (b's total 12); a gets it back by a view of 2.5 s, applied after b's
+	// stray report of 2.6 s.
+	o.SetMembers(at(time.Second), []string{"a", "b", "c", "d"}, nil)
+	o.SetOwnership(at(time.Second), ownsNot)
+	r := &Report{Key: ownerKey(), Threshold: 1000, Own: 4, Demand: 1, Stray: true,
+		KnownGlobal: 12, KnownAcked: 4, KnownFrom: "b", KnownFromIncarnation: 1}
+	if got := o.Report(at(2600*time.Millisecond), "b", 1, r); got.Global != 8 {
+		t.Errorf("b's stray report: global %d, want 8 (a's counts)", got.Global)
+	}
+	o.SetOwnership(at(2500*time.Millisecond), owns)
+	runHandover(t, o, 2700*time.Millisecond, []handoverStep{
+		{"d", 1, 2, 12, 2, "b", 12},
+		{"a", 1, 4, 12, 4, "b", 12},
+		{"c", 1, 2, 12, 2, "b", 12},
+	})
+}

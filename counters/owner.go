@@ -368,9 +368,9 @@ type ownerWindow struct {
 	snaps      int                     // how many origins have a predecessor's knowledge (snapFrom)
 	// last is when this owner last had a report in the window (Unix ns);
 	// regained says it lost the series to another owner since a report and
-	// got it back (see lost).
-	last     int64
-	regained bool
+	// got it back (see lost); lastStray that the last report was stray.
+	last                int64
+	regained, lastStray bool
 	// prevRunKnown says an origin brought a total that an earlier run of
 	// this member answered as the window's owner (see PreviousRun).
 	prevRunKnown bool
@@ -434,11 +434,17 @@ type originState struct {
 	snapOthers, snapOwn int64
 	snapInc             uint64
 	snapFrom            string
+	// snapRun is the origin's incarnation when it reported that knowledge:
+	// its KnownAcked counts that run's admissions only.
+	snapRun uint64
 	// lost is the origin's count here when this owner got the series back
 	// after another owner had it (regained): that owner's total includes
 	// it, as it learnt what this owner had counted from the members that
-	// brought this owner's answers over.
-	lost int64
+	// brought this owner's answers over. lostRun is the origin's
+	// incarnation then, and lostBase the part of lost its earlier runs
+	// admitted.
+	lost, lostBase int64
+	lostRun        uint64
 }
 
 func (o *originState) total() int64 { return o.base + o.own }
@@ -446,8 +452,36 @@ func (o *originState) total() int64 { return o.base + o.own }
 // part is what a predecessor's total holds of the origin's counts that
 // this owner counts too: what the predecessor acknowledged of it (the
 // origin says so), or what this owner had of it when it got the series
-// back from the predecessor, whichever is more.
-func (o *originState) part() int64 { return max(o.snapOwn, o.lost) }
+// back from the predecessor, whichever is more. The origin's
+// acknowledged count is of the run that reported it; what this owner had
+// of earlier runs (earlierPart) adds to it.
+func (o *originState) part() int64 {
+	switch e := o.earlierPart(); {
+	case e == 0:
+		return max(o.snapOwn, o.lost)
+	case o.snapRun == o.lostRun:
+		return e + max(o.snapOwn, o.lost-e)
+	default:
+		return e + o.snapOwn
+	}
+}
+
+// earlierPart is what a predecessor's total holds of the origin's runs
+// before the one that reported the predecessor's total: the counts of
+// those runs this owner had when it got the series back (from lost), in
+// the predecessor's total as another origin's or as hidden, and counted
+// here in the origin's base. To that origin's own knowledge they are
+// others' counts, but they are not hidden from this owner.
+func (o *originState) earlierPart() int64 {
+	switch {
+	case o.snapFrom == "" || o.snapRun < o.lostRun:
+		return 0
+	case o.snapRun == o.lostRun:
+		return o.lostBase
+	default:
+		return o.lost
+	}
+}
 
 // unreported is what an earlier run of the origin may have admitted in
 // the window after its last report here, once a new run reports: a run
@@ -821,13 +855,19 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 	w.threshold, w.alg = r.Threshold, r.Algorithm
 	st := w.find(origin)
 	fresh := st == nil
-	if w.last != 0 && o.regainedSince(ser.hash, w.last) {
+	// Lost and got back: by the views this owner held since its last report
+	// in the window, or by a stray report followed by one that is not (the
+	// ring said another owner, then this one). The second alone holds when
+	// a view is timed before a report that came while it was being set.
+	if w.last != 0 && (w.lastStray && !r.Stray || o.regainedSince(ser.hash, w.last)) {
 		w.regained = true
 		for _, x := range w.origins {
-			x.lost = max(x.lost, x.total())
+			if t := x.total(); t > x.lost {
+				x.lost, x.lostBase, x.lostRun = t, x.base, x.incarnation
+			}
 		}
 	}
-	w.last = nowNs
+	w.last, w.lastStray = nowNs, r.Stray
 	if fresh {
 		st = w.add(origin, origin == o.cfg.Self, len(o.members.sorted))
 	}
@@ -922,7 +962,7 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 				w.snaps++
 			}
 			st.snapOthers, st.snapOwn = r.KnownGlobal-r.KnownAcked, r.KnownAcked
-			st.snapFrom, st.snapInc = r.KnownFrom, r.KnownFromIncarnation
+			st.snapFrom, st.snapInc, st.snapRun = r.KnownFrom, r.KnownFromIncarnation, incarnation
 			if r.KnownFrom == o.cfg.Self {
 				w.prevRunKnown = true // a total an earlier run of this member answered
 			}
@@ -1102,7 +1142,7 @@ func (w *ownerWindow) hidden() int64 {
 		if o.snapFrom == "" {
 			continue
 		}
-		h = max(h, o.snapOthers-(part-o.part()))
+		h = max(h, o.snapOthers-(part-o.part())-o.earlierPart())
 	}
 	return h
 }
