@@ -490,7 +490,7 @@ func (r *round) mergeLocal() {
 	e.owner.ReportAll(r.now, e.cfg.Name, e.cfg.Incarnation, l.reps, ans)
 	for k := range l.refs {
 		e.local.series[l.idx[k]] = l.reps[k].Series
-		l.reps[k].Own = max(l.reps[k].Own, apply(nil, r.nowNs, &l.refs[k], &ans[k], r.self, math.MinInt64))
+		l.reps[k].Own = max(l.reps[k].Own, apply(nil, r.nowNs, &l.refs[k], &ans[k], r.self, math.MinInt64, true))
 	}
 	e.owner.Merged(r.now, e.cfg.Name, e.cfg.Incarnation, seq, l.reps)
 	clear(l.refs) // keeps no series alive
@@ -597,7 +597,7 @@ func (e *Engine) Apply(now time.Time, b *Batch, resp *peerpb.SyncResponse) error
 	from := e.table.PeerID(b.Owner, resp.Incarnation)
 	for i := range b.refs {
 		t := resp.Totals[i]
-		apply(e.table, nowNs, &b.refs[i], &counters.Answer{Global: t.Global, Grant: t.Grant, HasGrant: t.HasGrant, Carry: t.Carry, Spare: t.Spare}, from, declined(after, i))
+		apply(e.table, nowNs, &b.refs[i], &counters.Answer{Global: t.Global, Grant: t.Grant, HasGrant: t.HasGrant, Carry: t.Carry, Spare: t.Spare}, from, declined(after, i), false)
 	}
 	e.acknowledge(b.Owner, resp.Seq)
 	return nil
@@ -640,8 +640,14 @@ func (e *Engine) answeredBy(owner string, nowNs int64) *link {
 // window whose cap the answer lowered below that count rides along with
 // the next sync asked for at once (Table.MarkRiding), and an answer
 // without a grant lets a window that began after declineAfter fall back
-// to its static share (Table.Declined; see declineAfter).
-func apply(t *counters.Table, nowNs int64, r *ref, a *counters.Answer, from counters.PeerID, declineAfter int64) (own int64) {
+// to its static share (Table.Declined; see declineAfter). merged says the
+// answer is this member's own owner's, to a merge (see mergeLocal): the
+// owner then counts what the window has admitted by now (Owner.Merged),
+// and so does the window's acknowledged count and total, which the member
+// brings to the next owner if the series moves (Report.KnownAcked: a
+// total holding more of this member than it says would count the rest
+// again there).
+func apply(t *counters.Table, nowNs int64, r *ref, a *counters.Answer, from counters.PeerID, declineAfter int64, merged bool) (own int64) {
 	r.e.Lock()
 	defer r.e.Unlock()
 	var buf counters.Slot
@@ -656,6 +662,10 @@ func apply(t *counters.Table, nowNs int64, r *ref, a *counters.Answer, from coun
 		s.Global = a.Global
 	} else {
 		s.Global = max(s.Global, s.Acked)
+	}
+	if merged && s.Own > s.Acked {
+		s.Global += s.Own - s.Acked
+		s.Acked = s.Own
 	}
 	s.SetGlobalAt(nowNs)
 	s.Epoch = uint32(r.epoch)

@@ -722,7 +722,7 @@ func (e *Engine) applyPacked(now time.Time, b *Batch, resp *peerpb.SyncResponse)
 			touch(b.refs[i:min(i+32, len(b.refs))])
 		}
 		readTotal(&r, b.refs[i].own, &a)
-		apply(e.table, nowNs, &b.refs[i], &a, from, declined(after, i))
+		apply(e.table, nowNs, &b.refs[i], &a, from, declined(after, i), false)
 	}
 	e.acknowledge(b.Owner, resp.Seq)
 	return nil
