@@ -78,6 +78,22 @@ type Slot struct {
 // Unreported returns Own - Acked.
 func (s *Slot) Unreported() int64 { return s.Own - s.Acked }
 
+// CountedBy records that the owner counts own of this instance's
+// admissions in the window, more than it acknowledged: the owner is this
+// instance itself, which reads its own count from its table (a merge that
+// raised it after the answer, Owner.Merged, or an answer to another
+// member, which counts this one's admissions until then). Acked and
+// Global move up together, others' part of the total unchanged, so that
+// the pair a report carries to the next owner if the series moves
+// (Report.KnownAcked) holds all of this instance's count in that total:
+// else the next owner counted the rest again.
+func (s *Slot) CountedBy(own int64) {
+	if own > s.Acked {
+		s.Global += own - s.Acked
+		s.Acked = own
+	}
+}
+
 // GlobalAt returns when Global arrived, in Unix nanoseconds to the
 // millisecond (see stamp), or 0 if it never did. SetGlobalAt records it:
 // set Start first.

@@ -1019,8 +1019,12 @@ func (o *Owner) ownNow(w *ownerWindow) {
 	en.mu.Lock()
 	s, dead := en.Slot(w.start, &buf), en.dead
 	var own int64
-	if s != nil {
+	if s != nil && !dead {
 		own = s.Own
+		if own > s.Acked { // counted here from now on (see Slot.CountedBy)
+			s.CountedBy(own)
+			en.Store(s)
+		}
 	}
 	en.mu.Unlock()
 	if dead {

@@ -1009,6 +1009,15 @@ func TestOwnerAnswersWithItsOwnCountNow(t *testing.T) {
 	if a.Global != 18 {
 		t.Errorf("answer to p: global %d, want 18 (o's 15 now and p's 3)", a.Global)
 	}
+	// The entry says the owner counts its 15, with the others' part of the
+	// total it knows unchanged: a next owner of the series, given that
+	// pair, does not count 5 of them again (Slot.CountedBy).
+	en.Lock()
+	acked, others := en.Current().Acked, en.Current().Global-en.Current().Acked
+	en.Unlock()
+	if acked != 15 || others != 0 {
+		t.Errorf("o's entry: acknowledged %d, others %d, want 15 and 0", acked, others)
+	}
 	// Another run of the owner's name does not read this run's entry.
 	o2 := NewOwner(OwnerConfig{Lease: true, Self: "o", SelfIncarnation: 8, Interval: 200 * time.Millisecond})
 	o2.SetMembers(base, []string{"o", "p"}, nil)

@@ -643,10 +643,7 @@ func (e *Engine) answeredBy(owner string, nowNs int64) *link {
 // to its static share (Table.Declined; see declineAfter). merged says the
 // answer is this member's own owner's, to a merge (see mergeLocal): the
 // owner then counts what the window has admitted by now (Owner.Merged),
-// and so does the window's acknowledged count and total, which the member
-// brings to the next owner if the series moves (Report.KnownAcked: a
-// total holding more of this member than it says would count the rest
-// again there).
+// and the window says so (Slot.CountedBy).
 func apply(t *counters.Table, nowNs int64, r *ref, a *counters.Answer, from counters.PeerID, declineAfter int64, merged bool) (own int64) {
 	r.e.Lock()
 	defer r.e.Unlock()
@@ -663,9 +660,8 @@ func apply(t *counters.Table, nowNs int64, r *ref, a *counters.Answer, from coun
 	} else {
 		s.Global = max(s.Global, s.Acked)
 	}
-	if merged && s.Own > s.Acked {
-		s.Global += s.Own - s.Acked
-		s.Acked = s.Own
+	if merged {
+		s.CountedBy(s.Own)
 	}
 	s.SetGlobalAt(nowNs)
 	s.Epoch = uint32(r.epoch)
