@@ -340,3 +340,25 @@ func TestOwnerRegainingASeriesSeenInAStrayReport(t *testing.T) {
 		{"c", 1, 2, 12, 2, "b", 12},
 	})
 }
+
+// TestOwnerKeepingASeriesAnotherOwnerServedToo: a owns a series in its
+// view throughout, but for a while the others' views named d, and a, b
+// and c (new) reported there (d's total 10: a's 2, b's 2, c's 3 and d's
+// 3). a never lost the series in its own view, so it kept its origins'
+// counts and takes no snapshot of theirs; c, new here, brings d's total.
+// What a and b say d acknowledged of them is in that total: it is not
+// hidden from a, which counts them itself (seen in
+// TestClusterWireResynchronises: 24 and 28 where 14 and 18).
+func TestOwnerKeepingASeriesAnotherOwnerServedToo(t *testing.T) {
+	o := NewOwner(OwnerConfig{Self: "a", SelfIncarnation: 1})
+	o.SetMembers(base, []string{"a", "b", "c", "d"}, nil)
+	o.SetOwnership(base, owns)
+	runHandover(t, o, 0, []handoverStep{
+		{"a", 1, 1, 0, 0, "", 1},
+		{"b", 1, 1, 1, 1, "a", 2},
+		// d's tenure: a and b come back first with what d acknowledged.
+		{"a", 1, 2, 10, 2, "d", 3},
+		{"b", 1, 2, 10, 2, "d", 4},
+		{"c", 1, 3, 10, 3, "d", 10}, // d's 3 only d saw
+	})
+}

@@ -445,6 +445,11 @@ type originState struct {
 	// admitted.
 	lost, lostBase int64
 	lostRun        uint64
+	// otherPart is the most another owner acknowledged of the origin's
+	// counts, as the origin reported it without a snapshot being taken
+	// (this owner kept counting it): part of that owner's total that a
+	// newer origin's snapshot holds too.
+	otherPart int64
 }
 
 func (o *originState) total() int64 { return o.base + o.own }
@@ -458,7 +463,7 @@ func (o *originState) total() int64 { return o.base + o.own }
 func (o *originState) part() int64 {
 	switch e := o.earlierPart(); {
 	case e == 0:
-		return max(o.snapOwn, o.lost)
+		return max(o.snapOwn, o.lost, o.otherPart)
 	case o.snapRun == o.lostRun:
 		return e + max(o.snapOwn, o.lost-e)
 	default:
@@ -966,6 +971,12 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 			if r.KnownFrom == o.cfg.Self {
 				w.prevRunKnown = true // a total an earlier run of this member answered
 			}
+		} else if o.foreign(r.KnownFrom, r.KnownFromIncarnation) && st.base == 0 {
+			// An origin this owner kept counting brings another owner's
+			// total (the members' views named that owner for a while):
+			// no snapshot of its own (see above), but what that owner
+			// holds of it is not hidden from this one (see otherPart).
+			st.otherPart = max(st.otherPart, r.KnownAcked)
 		}
 	}
 	switch {
