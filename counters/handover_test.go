@@ -25,6 +25,15 @@ type handoverStep struct {
 func owns(uint64) bool    { return true }
 func ownsNot(uint64) bool { return false }
 
+// handoverOwner returns an owner named self (its incarnation inc) that
+// owns the series from base on, with members alive.
+func handoverOwner(self string, inc uint64, members ...string) *Owner {
+	o := NewOwner(OwnerConfig{Self: self, SelfIncarnation: inc})
+	o.SetMembers(base, members, nil)
+	o.SetOwnership(base, owns)
+	return o
+}
+
 func runHandover(t *testing.T, o *Owner, from time.Duration, steps []handoverStep) {
 	t.Helper()
 	for i, s := range steps {
@@ -50,9 +59,7 @@ func runHandover(t *testing.T, o *Owner, from time.Duration, steps []handoverSte
 // only d saw are (c never reports again). c then restarts and counts from
 // zero under a new incarnation: its new counts add to the old ones.
 func TestOwnerRegainingASeriesCountsNoOriginTwice(t *testing.T) {
-	o := NewOwner(OwnerConfig{Self: "a", SelfIncarnation: 1})
-	o.SetMembers(base, []string{"a", "b", "c"}, nil)
-	o.SetOwnership(base, owns)
+	o := handoverOwner("a", 1, "a", "b", "c")
 	runHandover(t, o, 0, []handoverStep{
 		{"a", 1, 2, 0, 0, "", 2},
 		{"b", 1, 2, 0, 0, "", 4},
@@ -80,9 +87,7 @@ func TestOwnerRegainingASeriesCountsNoOriginTwice(t *testing.T) {
 // again later with a's total in the reports: b's older knowledge of a's
 // first total must not count again what b itself counted since.
 func TestOwnerTakingBackASeriesAfterAnotherTenure(t *testing.T) {
-	o := NewOwner(OwnerConfig{Self: "b", SelfIncarnation: 1})
-	o.SetMembers(base, []string{"a", "b", "c", "d"}, nil)
-	o.SetOwnership(base, owns)
+	o := handoverOwner("b", 1, "a", "b", "c", "d")
 	runHandover(t, o, 0, []handoverStep{
 		{"a", 1, 2, 6, 2, "a", 6},
 		{"b", 1, 2, 6, 2, "a", 6},
@@ -112,9 +117,7 @@ func TestOwnerTakingBackASeriesAfterAnotherTenure(t *testing.T) {
 // which brings b's first run's total (9, of which a's 5). b's new counts
 // are not in that total, and b's first run's 4 are hidden there.
 func TestOwnerRestartedTakesBackItsTotals(t *testing.T) {
-	o := NewOwner(OwnerConfig{Self: "b", SelfIncarnation: 2})
-	o.SetMembers(base, []string{"a", "b"}, nil)
-	o.SetOwnership(base, owns)
+	o := handoverOwner("b", 2, "a", "b")
 	runHandover(t, o, 0, []handoverStep{
 		{"b", 2, 1, 0, 0, "", 1},
 		{"a", 1, 5, 9, 5, "b", 10},
@@ -128,9 +131,7 @@ func TestOwnerRestartedTakesBackItsTotals(t *testing.T) {
 // includes a's and b's 4 as a last told it) and comes back at 4 s. a kept
 // every origin's counts: nothing of c's total is hidden.
 func TestOwnerAfterAPartitionHeals(t *testing.T) {
-	o := NewOwner(OwnerConfig{Self: "a", SelfIncarnation: 1})
-	o.SetMembers(base, []string{"a", "b", "c"}, nil)
-	o.SetOwnership(base, owns)
+	o := handoverOwner("a", 1, "a", "b", "c")
 	runHandover(t, o, 0, []handoverStep{
 		{"a", 1, 2, 0, 0, "", 2},
 		{"b", 1, 2, 2, 2, "a", 4},
@@ -253,9 +254,7 @@ func TestOwnerJoinedMidWindowGrantsOnlyWhatWasGranted(t *testing.T) {
 // run must not come back as hidden (TestClusterWireResynchronises saw 22
 // where 18 were admitted: a killed member's counts twice).
 func TestOwnerRegainingASeriesAfterItsOriginRestarted(t *testing.T) {
-	o := NewOwner(OwnerConfig{Self: "a", SelfIncarnation: 1})
-	o.SetMembers(base, []string{"a", "b", "c"}, nil)
-	o.SetOwnership(base, owns)
+	o := handoverOwner("a", 1, "a", "b", "c")
 	runHandover(t, o, 0, []handoverStep{
 		{"a", 1, 2, 0, 0, "", 2},
 		{"b", 1, 2, 2, 2, "a", 4},
@@ -283,9 +282,7 @@ func TestOwnerRegainingASeriesAfterItsOriginRestarted(t *testing.T) {
 // there (3) includes what a had of the run (1), and c's first run (2) is
 // in d's total too, as hidden.
 func TestOwnerRegainingASeriesFromARestartedOriginsSameRun(t *testing.T) {
-	o := NewOwner(OwnerConfig{Self: "a", SelfIncarnation: 1})
-	o.SetMembers(base, []string{"a", "b", "c"}, nil)
-	o.SetOwnership(base, owns)
+	o := handoverOwner("a", 1, "a", "b", "c")
 	runHandover(t, o, 0, []handoverStep{
 		{"a", 1, 2, 0, 0, "", 2},
 		{"b", 1, 2, 2, 2, "a", 4},
@@ -315,9 +312,7 @@ func TestOwnerRegainingASeriesFromARestartedOriginsSameRun(t *testing.T) {
 // the counts a kept are in b's total and do not count again (seen in
 // TestClusterWireResynchronises: 24 where 14 were admitted).
 func TestOwnerRegainingASeriesSeenInAStrayReport(t *testing.T) {
-	o := NewOwner(OwnerConfig{Self: "a", SelfIncarnation: 1})
-	o.SetMembers(base, []string{"a", "b", "c"}, nil)
-	o.SetOwnership(base, owns)
+	o := handoverOwner("a", 1, "a", "b", "c")
 	runHandover(t, o, 0, []handoverStep{
 		{"a", 1, 2, 0, 0, "", 2},
 		{"b", 1, 2, 2, 2, "a", 4},
@@ -350,9 +345,7 @@ func TestOwnerRegainingASeriesSeenInAStrayReport(t *testing.T) {
 // hidden from a, which counts them itself (seen in
 // TestClusterWireResynchronises: 24 and 28 where 14 and 18).
 func TestOwnerKeepingASeriesAnotherOwnerServedToo(t *testing.T) {
-	o := NewOwner(OwnerConfig{Self: "a", SelfIncarnation: 1})
-	o.SetMembers(base, []string{"a", "b", "c", "d"}, nil)
-	o.SetOwnership(base, owns)
+	o := handoverOwner("a", 1, "a", "b", "c", "d")
 	runHandover(t, o, 0, []handoverStep{
 		{"a", 1, 1, 0, 0, "", 1},
 		{"b", 1, 1, 1, 1, "a", 2},
