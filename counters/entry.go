@@ -86,12 +86,15 @@ func (s *Slot) Unreported() int64 { return s.Own - s.Acked }
 // Global move up together, others' part of the total unchanged, so that
 // the pair a report carries to the next owner if the series moves
 // (Report.KnownAcked) holds all of this instance's count in that total:
-// else the next owner counted the rest again.
-func (s *Slot) CountedBy(own int64) {
-	if own > s.Acked {
-		s.Global += own - s.Acked
-		s.Acked = own
+// else the next owner counted the rest again. It reports whether s
+// changed.
+func (s *Slot) CountedBy(own int64) bool {
+	if own <= s.Acked {
+		return false
 	}
+	s.Global += own - s.Acked
+	s.Acked = own
+	return true
 }
 
 // GlobalAt returns when Global arrived, in Unix nanoseconds to the

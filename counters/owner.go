@@ -1032,8 +1032,7 @@ func (o *Owner) ownNow(w *ownerWindow) {
 	var own int64
 	if s != nil && !dead {
 		own = s.Own
-		if own > s.Acked { // counted here from now on (see Slot.CountedBy)
-			s.CountedBy(own)
+		if s.CountedBy(own) { // counted here from now on
 			en.Store(s)
 		}
 	}

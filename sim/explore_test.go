@@ -248,13 +248,12 @@ func TestExploreDeterministic(t *testing.T) {
 // exploreRatchet is, for the CI's run (500 scenarios from seed 1), the
 // number of lease's windows over all classes that may miss each design
 // target: what was measured plus 2% for noise. The overshoot bound is
-// 322's + 2% (at 1f95201: 322 windows over; 322 again after the
+// 322's + 2% (322 windows over at 1f95201, and again after the
 // double-count fixes of 2026-11-27); the other two are 11,301's and
-// 14,817's + 2%, measured after those fixes (322 over, 11,301 under the
-// safe reference, 14,817 wrongly denied, of 80,298; 11,327 and 14,828
-// before, at f7bfcbb, where the
-// owners began taking a sliding tier's excess off the caps, a safety fix
-// that cost windows under). The README's accuracy section has the
+// 14,817's + 2%, measured after those fixes (of 80,298 windows; 11,327
+// and 14,828 before them, at f7bfcbb, where the owners began taking a
+// sliding tier's excess off the caps, a safety fix that cost windows
+// under). The README's accuracy section has the
 // figures of every change between. A change that misses more fails
 // TestExploreMany; one that misses fewer should lower these.
 var exploreRatchet = map[int][numTargets]int{
