@@ -64,7 +64,7 @@ func parentMain(args []string) int {
 		fs.PrintDefaults()
 	}
 	fs.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "number of node processes")
-	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, fmt.Sprintf("total load, requests per second (at most %d), spread round-robin over the nodes", demo.MaxRate))
+	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, fmt.Sprintf("total load, requests per second (at most %d), spread over the nodes as -clients says", demo.MaxRate))
 	fs.IntVar(&cfg.Tenants, "tenants", cfg.Tenants, "number of tenants (one in five is pushed to 2-3x its limits)")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "how long the load runs (0: until Ctrl-C)")
 	fs.DurationVar(&cfg.SyncInterval, "sync", cfg.SyncInterval, "sync interval of every node")
@@ -77,6 +77,8 @@ func parentMain(args []string) int {
 	fs.StringVar(&cfg.Faults, "faults", "", `fault script, timed from the load's start: "5s kill n3; 9s restart n3; 12s partition n1,n2|n3; 16s heal"`)
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the load's random choices")
 	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "concurrent requests of the load generator at most")
+	clients := fs.String("clients", string(cfg.Clients), "how the load reaches the nodes: round-robin (each request to the next node), pinned (each tenant to one node, as a keep-alive client behind a load balancer) or moving (each tenant to one node at a time, moving every -move-every)")
+	fs.DurationVar(&cfg.MoveEvery, "move-every", cfg.MoveEvery, "with -clients moving: how long a tenant's client stays on a node")
 	fs.BoolVar(&cfg.View, "view", cfg.View, "show the live view (refreshed every second)")
 	fs.StringVar(&cfg.LogFile, "log", "", "write every event and node log line to this file")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "nodes' log level: debug, info, warn or error")
@@ -91,6 +93,7 @@ func parentMain(args []string) int {
 		return 2
 	}
 	cfg.Policy = node.Policy(*policy)
+	cfg.Clients = demo.Clients(*clients)
 	cfg.LimitsData, cfg.LimitsName = limitsYAML, limitsName
 	cfg.Out, cfg.Err = os.Stdout, os.Stderr
 	cfg.OutTTY, cfg.ErrTTY = isTerminal(os.Stdout), isTerminal(os.Stderr)

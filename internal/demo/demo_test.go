@@ -448,6 +448,8 @@ func TestConfigValidate(t *testing.T) {
 		{"-http", func(c *Config) { c.Dashboard = "0.0.0.0:8080" }},
 		{"-log-level", func(c *Config) { c.LogLevel = "loud" }},
 		{"-config", func(c *Config) { c.LimitsData = nil }},
+		{"-clients", func(c *Config) { c.Clients = "sticky" }},
+		{"-move-every", func(c *Config) { c.MoveEvery = 0 }},
 	} {
 		c := ok
 		tt.mod(&c)

@@ -40,12 +40,50 @@ type LoadConfig struct {
 	// Tick is how often the dispatcher releases the requests that are due.
 	// Default 5 ms: smooth enough at 1000 req/s, cheap on CPU.
 	Tick time.Duration
+	// Clients is how the requests spread over the nodes. Default
+	// ClientsRoundRobin (the seed's test).
+	Clients Clients
+	// MoveEvery is how long a client of ClientsMoving stays on a node.
+	// Default 1.7 s (not a divisor of the windows, so that the moves fall
+	// anywhere in them).
+	MoveEvery time.Duration
+}
+
+// Clients is how a load's clients reach the nodes.
+type Clients string
+
+const (
+	// ClientsRoundRobin sends each request to the next node that is up,
+	// whatever its tenant: every tenant's traffic is spread evenly.
+	ClientsRoundRobin Clients = "round-robin"
+	// ClientsPinned sends every request of a tenant to one node (the
+	// tenant's index modulo the nodes), or while that node is down to the
+	// next one up: a keep-alive client behind a load balancer, which keeps
+	// its connection, so that all of a tenant's traffic reaches one
+	// instance.
+	ClientsPinned Clients = "pinned"
+	// ClientsMoving sends a tenant's requests to one node at a time and
+	// moves them to the next node every MoveEvery, each tenant at its own
+	// moment: a client that reconnects now and then.
+	ClientsMoving Clients = "moving"
+)
+
+// ParseClients maps a name to a Clients ("" is ClientsRoundRobin).
+func ParseClients(s string) (Clients, error) {
+	switch c := Clients(s); c {
+	case ClientsRoundRobin, ClientsPinned, ClientsMoving:
+		return c, nil
+	case "":
+		return ClientsRoundRobin, nil
+	}
+	return "", fmt.Errorf("demo: unknown clients %q (want round-robin, pinned or moving)", s)
 }
 
 // DefaultLoadConfig returns a LoadConfig with every default filled in;
 // Workload, Targets and Truth still need to be set.
 func DefaultLoadConfig() LoadConfig {
-	return LoadConfig{Workers: 64, Timeout: 2 * time.Second, Seed: 1, Tick: 5 * time.Millisecond}
+	return LoadConfig{Workers: 64, Timeout: 2 * time.Second, Seed: 1, Tick: 5 * time.Millisecond,
+		Clients: ClientsRoundRobin, MoveEvery: 1700 * time.Millisecond}
 }
 
 // Validate reports the first invalid field.
@@ -65,6 +103,11 @@ func (c LoadConfig) Validate() error {
 		return fmt.Errorf("demo: LoadConfig.Timeout: must be > 0, got %v", c.Timeout)
 	case c.Tick <= 0:
 		return fmt.Errorf("demo: LoadConfig.Tick: must be > 0, got %v", c.Tick)
+	case c.Clients == ClientsMoving && c.MoveEvery <= 0:
+		return fmt.Errorf("demo: LoadConfig.MoveEvery: must be > 0 with moving clients, got %v", c.MoveEvery)
+	}
+	if _, err := ParseClients(string(c.Clients)); err != nil {
+		return fmt.Errorf("demo: LoadConfig.Clients: %w", err)
 	}
 	for i, t := range c.Targets {
 		host, ok := strings.CutPrefix(t, "http://")
@@ -78,9 +121,9 @@ func (c LoadConfig) Validate() error {
 	return nil
 }
 
-// Generator sends the workload at its rate, round-robin over the nodes
-// that are up, from keep-alive HTTP clients, and records every outcome in
-// the Truth. Open loop: requests are released on schedule whatever the
+// Generator sends the workload at its rate to the nodes that are up, as
+// LoadConfig.Clients says (round-robin by default), from keep-alive HTTP
+// clients, and records every outcome in the Truth. Open loop: requests are released on schedule whatever the
 // latency; when every worker is busy a due request is dropped (counted,
 // never sent). One pass of the dispatcher releases at most twice Workers
 // requests (more could not find a free worker anyway); when more are due
@@ -186,12 +229,24 @@ func (g *Generator) dispatch(ctx context.Context, start, end time.Time, jobs cha
 	rng := rand.New(rand.NewPCG(g.cfg.Seed, 0x9e3779b97f4a7c15))
 	rate := g.cfg.Workload.Rate
 	n := len(g.cfg.Targets)
+	tenant, tenants := tenantIndex(g.cfg.Workload.Streams)
 	rr := 0
-	release := func() {
+	release := func(now time.Time) {
+		stream := g.cfg.Workload.Pick(rng)
+		first := rr // the node tried first: the next in turn, or the tenant's
+		switch t := tenant[stream]; g.cfg.Clients {
+		case ClientsPinned:
+			first = t
+		case ClientsMoving:
+			// Tenant t starts on node t and moves t/tenants of a period
+			// later than tenant 0.
+			every := g.cfg.MoveEvery
+			first = t + int((now.Sub(start)+time.Duration(t)*every/time.Duration(tenants))/every)
+		}
 		node := -1
 		for k := range n {
-			if i := (rr + k) % n; g.cfg.Up(i) {
-				node, rr = i, i+1
+			if i := (first + k) % n; g.cfg.Up(i) {
+				node = i
 				break
 			}
 		}
@@ -199,7 +254,10 @@ func (g *Generator) dispatch(ctx context.Context, start, end time.Time, jobs cha
 			g.noTarget.Add(1)
 			return
 		}
-		j := job{stream: g.cfg.Workload.Pick(rng), node: node, id: 1 + rng.IntN(100)}
+		if g.cfg.Clients == ClientsRoundRobin || g.cfg.Clients == "" {
+			rr = node + 1
+		}
+		j := job{stream: stream, node: node, id: 1 + rng.IntN(100)}
 		select {
 		case jobs <- j:
 		default:
@@ -223,7 +281,7 @@ func (g *Generator) dispatch(ctx context.Context, start, end time.Time, jobs cha
 		due := max(math.Floor(now.Sub(base).Seconds()*rate-float64(done)), 0)
 		k := min(due, batch)
 		for range int64(k) {
-			release()
+			release(now)
 		}
 		if skip := due - k; skip > 0 { // too far behind to catch up
 			c := &g.dropped
@@ -248,6 +306,22 @@ func (g *Generator) dispatch(ctx context.Context, start, end time.Time, jobs cha
 		case <-t.C:
 		}
 	}
+}
+
+// tenantIndex numbers the streams' tenants in the order they first appear:
+// the index of each stream's tenant, and how many there are.
+func tenantIndex(streams []Stream) ([]int, int) {
+	idx := make([]int, len(streams))
+	seen := map[string]int{}
+	for i, s := range streams {
+		t, ok := seen[s.Tenant]
+		if !ok {
+			t = len(seen)
+			seen[s.Tenant] = t
+		}
+		idx[i] = t
+	}
+	return idx, max(1, len(seen))
 }
 
 // anyUp reports whether some node should get traffic.

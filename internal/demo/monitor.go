@@ -26,7 +26,8 @@ type RunInfo struct {
 	SyncMs       float64       `json:"sync_interval_ms"`
 	Nodes        int           `json:"nodes"`
 	Tenants      int           `json:"tenants"`
-	Rate         float64       `json:"rate"` // configured requests per second
+	Rate         float64       `json:"rate"`    // configured requests per second
+	Clients      string        `json:"clients"` // how the load reaches the nodes (LoadConfig.Clients)
 	Limits       string        `json:"limits"`
 	Dashboard    string        `json:"dashboard"` // URL, "" if none
 	Started      time.Time     `json:"started"`
@@ -449,6 +450,7 @@ type Report struct {
 	Policy       string                `json:"policy"`
 	SyncMs       float64               `json:"sync_interval_ms"`
 	Rate         float64               `json:"rate"`
+	Clients      string                `json:"clients"` // how the load reached the nodes (LoadConfig.Clients)
 	Tenants      int                   `json:"tenants"`
 	Limits       string                `json:"limits"`
 	LoadStart    time.Time             `json:"load_start"`
@@ -494,7 +496,7 @@ func (m *Monitor) Report() Report {
 	snap := m.Last()
 	now := time.Now()
 	names := m.sup.Plan().Names()
-	r := Report{Nodes: m.run.Nodes, Policy: m.run.Policy, SyncMs: m.run.SyncMs, Rate: m.run.Rate, Tenants: m.run.Tenants, Limits: m.run.Limits, PerNode: map[string]NodeCounts{}}
+	r := Report{Nodes: m.run.Nodes, Policy: m.run.Policy, SyncMs: m.run.SyncMs, Rate: m.run.Rate, Clients: m.run.Clients, Tenants: m.run.Tenants, Limits: m.run.Limits, PerNode: map[string]NodeCounts{}}
 	m.mu.Lock()
 	gen := m.gen
 	r.Faults = slices.Clone(m.faults)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -298,6 +299,95 @@ func TestGenerator(t *testing.T) {
 	}
 	if _, err := NewGenerator(LoadConfig{Workload: work, Targets: []string{"http://10.1.2.3:80"}, Truth: NewTruth(1), Workers: 1, Timeout: time.Second, Tick: time.Millisecond}); err == nil {
 		t.Fatal("a non-loopback target was accepted")
+	}
+}
+
+// TestGeneratorClients: pinned clients send each tenant's requests to one
+// node (the next one up while it is down), moving clients move each
+// tenant from node to node.
+func TestGeneratorClients(t *testing.T) {
+	const nodes = 3
+	var mu sync.Mutex
+	hits := map[string][nodes]int{} // tenant -> requests by node
+	var urls []string
+	for i := range nodes {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			tenant := strings.Split(strings.TrimPrefix(r.URL.Path, "/v1/organizations/"), "/")[0]
+			mu.Lock()
+			h := hits[tenant]
+			h[i]++
+			hits[tenant] = h
+			mu.Unlock()
+			w.Header().Set(HeaderAt, strconv.FormatInt(time.Now().UnixNano(), 10))
+		}))
+		defer srv.Close()
+		urls = append(urls, srv.URL)
+	}
+	work, err := BuildWorkload(seedLimits(t), 5, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant, _ := tenantIndex(work.Streams)
+	index := map[string]int{}
+	for i, s := range work.Streams {
+		index[s.Tenant] = tenant[i]
+	}
+	run := func(clients Clients, up func(int) bool) map[string][nodes]int {
+		clear(hits)
+		cfg := DefaultLoadConfig()
+		cfg.Workload, cfg.Targets, cfg.Truth, cfg.Up = work, urls, NewTruth(nodes), up
+		cfg.Clients, cfg.MoveEvery = clients, 100*time.Millisecond
+		g, err := NewGenerator(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		g.Run(context.Background(), start, start.Add(450*time.Millisecond))
+		if st := g.Stats(); st.Sent < 300 {
+			t.Fatalf("%s: %+v: want about 450 requests sent", clients, st)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		out := map[string][nodes]int{}
+		maps.Copy(out, hits)
+		return out
+	}
+	if len(index) != 5 {
+		t.Fatalf("tenants %v: want 5", index)
+	}
+	for _, down := range []int{-1, 1} {
+		got := run(ClientsPinned, func(i int) bool { return i != down })
+		for tn, h := range got {
+			want := index[tn] % nodes
+			if want == down {
+				want = (want + 1) % nodes
+			}
+			for i, n := range h {
+				if (n > 0) != (i == want) {
+					t.Errorf("pinned, node %d down: tenant %s (index %d) sent %v by node, want all to node %d", down, tn, index[tn], h, want)
+				}
+			}
+		}
+	}
+	got := run(ClientsMoving, nil)
+	for tn, h := range got {
+		on := 0
+		for _, n := range h {
+			if n > 0 {
+				on++
+			}
+		}
+		if on < 2 {
+			t.Errorf("moving every 100 ms for 450 ms: tenant %s sent %v by node, want at least two nodes", tn, h)
+		}
+	}
+	if _, err := ParseClients("sticky"); err == nil {
+		t.Error("ParseClients accepted an unknown name")
+	}
+	cfg := DefaultLoadConfig()
+	cfg.Workload, cfg.Targets, cfg.Truth, cfg.Clients, cfg.MoveEvery = work, urls, NewTruth(nodes), ClientsMoving, 0
+	if _, err := NewGenerator(cfg); err == nil {
+		t.Error("moving clients with MoveEvery 0 were accepted")
 	}
 }
 

@@ -67,6 +67,11 @@ type Config struct {
 	Seed uint64
 	// Workers bounds the load's concurrent requests. Default 64.
 	Workers int
+	// Clients is how the load reaches the nodes (see LoadConfig.Clients),
+	// and MoveEvery how long a moving client stays on a node. Default
+	// round-robin (the seed's test), 1.7 s.
+	Clients   Clients
+	MoveEvery time.Duration
 	// View turns the live view on. Default true.
 	View bool
 	// LogFile, if set, receives every event and node log line.
@@ -98,6 +103,7 @@ func DefaultConfig() Config {
 	return Config{
 		Nodes: 3, Rate: 1000, Tenants: 25, SyncInterval: 200 * time.Millisecond, Policy: node.PolicyLease,
 		Dashboard: DefaultDashboard, Align: true, Seed: 1, Workers: 64, View: true, LogLevel: "info",
+		Clients: ClientsRoundRobin, MoveEvery: 1700 * time.Millisecond,
 		NodeArgs: []string{"-role", "node"},
 	}
 }
@@ -119,11 +125,16 @@ func (c Config) Validate() error {
 		return fmt.Errorf("demo: -report must be json or empty, got %q", c.Report)
 	case c.Workers < 1:
 		return fmt.Errorf("demo: -workers must be >= 1, got %d", c.Workers)
+	case c.MoveEvery <= 0:
+		return fmt.Errorf("demo: -move-every must be > 0, got %v", c.MoveEvery)
 	case c.ConfigPath == "" && len(c.LimitsData) == 0:
 		return errors.New("demo: no limits: set -config")
 	}
 	if _, err := node.ParsePolicy(string(c.Policy)); err != nil {
 		return fmt.Errorf("demo: -policy: %w", err)
+	}
+	if _, err := ParseClients(string(c.Clients)); err != nil {
+		return fmt.Errorf("demo: -clients: %w", err)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
@@ -219,9 +230,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 
 	run := RunInfo{Policy: string(cfg.Policy), SyncInterval: cfg.SyncInterval, Nodes: cfg.Nodes, Tenants: cfg.Tenants,
-		Rate: cfg.Rate, Limits: lim.Source, Started: time.Now()}
+		Rate: cfg.Rate, Clients: string(cfg.Clients), Limits: lim.Source, Started: time.Now()}
 	if cfg.NoLoad {
-		run.Rate, run.Tenants = 0, 0
+		run.Rate, run.Tenants, run.Clients = 0, 0, ""
 	} else {
 		run.Rate = math.Round(work.Rate*10) / 10
 	}
@@ -326,6 +337,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	} else {
 		lc := DefaultLoadConfig()
 		lc.Workload, lc.Truth, lc.Up, lc.Seed, lc.Workers = work, mon.truth, sup.Up, cfg.Seed, cfg.Workers
+		lc.Clients, lc.MoveEvery = cfg.Clients, cfg.MoveEvery
 		for i := range plan {
 			lc.Targets = append(lc.Targets, sup.URL(i))
 		}
