@@ -141,6 +141,22 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	}
 
 	free := w.threshold - committed - sums.e - estR
+	if sc := &o.scratch; len(sc.movedAt) > 0 {
+		// The members whose traffic moved away need nothing while the
+		// others need more than is free (see moved).
+		var gone, n int64
+		for _, i := range sc.movedAt {
+			gone += sc.left[i]
+			n++
+		}
+		if sums.needs-gone > free {
+			for _, i := range sc.movedAt {
+				sc.needs[i], sc.left[i] = 0, 0
+			}
+			sums.needs, sums.needy = sums.needs-gone, sums.needy-n
+			needSoonR = sc.needs[ri]
+		}
+	}
 	// Of what nobody is expected to need, the members with demand get
 	// their part as if every member in view had some: the rest stays
 	// unallocated, so that a member whose demand appears or grows gets it
@@ -390,6 +406,7 @@ type memberSlot struct {
 	// did not say).
 	counts        int
 	rate, instant float64 // reach: its demand
+	moved         bool    // reach: its traffic seems to have moved away (see moved)
 }
 
 type slotKind uint8
@@ -533,7 +550,7 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 	switch {
 	case s != nil && inContact:
 		sl.kind, sl.static = slotReach, 0
-		sl.capNow, sl.rate, sl.instant = o.capNow(s, cr), s.rate(), s.instant
+		sl.capNow, sl.rate, sl.instant, sl.moved = o.capNow(s, cr), s.rate(), s.instant, s.moved
 		return
 	case s != nil:
 		if o.holdsGrant(s, cr) {
@@ -586,6 +603,7 @@ type slotSums struct {
 // member). The lock must be held.
 func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r *originState, needSoon, needLeft int64, sc *grantScratch) (slotSums, int) {
 	soonNeeds, leftNeeds, holds := sc.needs[:0], sc.left[:0], sc.holds[:0]
+	sc.movedAt = sc.movedAt[:0]
 	t := slotSums{needs: needLeft}
 	if needLeft > 0 {
 		t.needy++
@@ -660,6 +678,9 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 			t.needs += nl
 			if nl > 0 {
 				t.needy++
+				if s.moved {
+					sc.movedAt = append(sc.movedAt, i)
+				}
 			}
 		}
 		t.unknown = t.unknown || s.unknown
@@ -672,6 +693,9 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 		soonNeeds, leftNeeds, holds = append(soonNeeds, 0), append(leftNeeds, 0), append(holds, 0)
 	}
 	soonNeeds[ri], leftNeeds[ri] = needSoon, needLeft
+	if needLeft > 0 && r.moved {
+		sc.movedAt = append(sc.movedAt, ri)
+	}
 	sc.needs, sc.left, sc.holds = soonNeeds, leftNeeds, holds
 	return t, ri
 }
@@ -784,6 +808,30 @@ func (b *sideBound) cut(threshold int64, members int) int64 {
 // 11% of a 5 s window unspent (sim TestMemberLostNearWindowStart); at 10
 // the sim's scenarios pass, with more sync messages in some.
 const NeedHorizon = 50
+
+// movedDemand is the demand per sync interval (in cost units) from which
+// an origin that reports none is taken for one whose traffic moved away,
+// when budget is short (see moved).
+const movedDemand = 2
+
+// moved reports whether an origin whose demand rate is rate (per ns) and
+// that was offered nothing since its last report seems to be one whose
+// traffic moved to another instance (a client that reconnected
+// elsewhere): its rate was at least movedDemand per sync interval (of
+// interval ns), at which Poisson arrivals leave an interval empty one time
+// in seven at most. It stays so while its reports have no demand
+// (originState.moved). When the other members need more than is free, the
+// grants take its need as gone rather than let it fade over the five
+// intervals its rate decays in: its cap comes down to its count at that
+// report, the others' parts no longer leave room for it, and what it held
+// reaches the instance the traffic went to once it has acknowledged the
+// lower cap, an interval later. Fading, the cap
+// held that budget for a second or so while the new instance's requests
+// waited for it (node.Config.PendingWait), most of them to be refused in
+// the end: with the demo's clients moving every 1.7 s the limiter's p99
+// was about PendingWait (cmd/demo-cluster/README.md, "Clients,
+// measured"). An origin whose traffic comes back asks at its next request.
+func moved(rate, interval float64) bool { return rate*interval >= movedDemand }
 
 // need is what an origin is expected to need over d nanoseconds at the
 // rate of its demand: 0 for an idle origin.
@@ -973,4 +1021,7 @@ type grantScratch struct {
 	left  []int64 // and over the rest of the window
 	holds []int64 // what each holds beyond its estimate and an interval's demand
 	order []int
+	// movedAt lists the places of the members whose traffic seems to have
+	// moved away (see moved), r's included.
+	movedAt []int
 }

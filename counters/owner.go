@@ -413,6 +413,7 @@ type originState struct {
 	hadShare    bool   // a grant beyond its count was given in this window
 	hasForeign  bool   // see foreignCap
 	self        bool   // the origin is this owner itself
+	moved       bool   // its traffic seems to have moved away (see moved)
 	held        int64  // cap the origin reported holding
 	given       int64  // cap the owner last granted
 	givenSeq    uint64 // the number of the answer that carried it (Hello)
@@ -903,7 +904,8 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 		// a busy member was refused (TestOwnerSparseMembersHoldWhatTheyUse).
 		// A burst still counts at once. An origin with sparse traffic keeps
 		// a share between its requests, and one whose traffic moved away
-		// frees its share within a second or so. Both carry over from the
+		// frees its share within a second or so, at its first report
+		// without demand when budget is short (see moved). Both carry over from the
 		// window before when the origin's first report in a window carries
 		// demand; an origin idle at that report starts from nothing (it
 		// asks again when its demand comes back: its decision is pending
@@ -932,6 +934,9 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 		}
 		st.peak = max(decay*peak, burst)
 		st.lastSeen = nowNs
+		// Offered nothing since its last report after a busy spell: its
+		// traffic moved away, until it has some again (see moved).
+		st.moved = r.Demand == 0 && (st.moved || moved(st.rate(), float64(o.cfg.Interval)))
 		st.held, st.heldGrant, st.heldCarry = r.Cap, r.HasGrant, r.HasGrant && r.Carry
 		if c != nil && c.answered(r.Ack) { // as Acknowledge takes them
 			raise(&st.reportAck, r.Ack)

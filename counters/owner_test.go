@@ -488,7 +488,9 @@ func TestOwnerLongWindowFollowsDemand(t *testing.T) {
 	}
 	t.Logf("before the burst: caps %d %d %d, own %d %d %d", a.cap, b.cap, c.cap, a.own, b.own, c.own)
 	// c's burst spends its cap; it asks at once, then at every interval
-	// while the others go on with their trickle.
+	// while the others go on with their trickle. Its requests waiting for
+	// budget are offered again after each answer, which records their
+	// demand once per report (Table.TakeAgain): each report carries some.
 	burst := c.cap - c.own
 	c.own = c.cap
 	ans := c.sync(o, at(ts), k, limit, burst)
@@ -502,11 +504,60 @@ func TestOwnerLongWindowFollowsDemand(t *testing.T) {
 			m.sync(o, at(ts), k, limit, 1)
 			m.own = min(m.own+1, max(m.cap, m.own))
 		}
-		c.sync(o, at(ts+5*time.Millisecond), k, limit, 0)
+		c.sync(o, at(ts+5*time.Millisecond), k, limit, 1)
 	}
 	if c.cap < limit*8/10 || a.cap+b.cap+c.cap > limit {
 		t.Errorf("after the burst: caps %d %d %d (own %d %d %d), want most of %d for c, within the limit",
 			a.cap, b.cap, c.cap, a.own, b.own, c.own, limit)
+	}
+}
+
+// TestOwnerTrafficThatMovedFreesItsCap: a tenant's client at 2x its limit
+// moves from a to b in the middle of a window (it reconnected elsewhere).
+// a, which was offered several requests an interval, reports none; b asks
+// for more than is free. a's cap comes down to its count at that report,
+// not over the second its demand estimate takes to fade, so that b gets the
+// budget once a has acknowledged it, an interval later.
+func TestOwnerTrafficThatMovedFreesItsCap(t *testing.T) {
+	const limit = 100
+	o := NewOwner(OwnerConfig{Lease: true, Self: "o", Interval: 200 * time.Millisecond})
+	o.SetMembers(base, []string{"a", "b", "c"}, nil)
+	ms := members("a", "b", "c")
+	a, b, c := ms["a"], ms["b"], ms["c"]
+	beat(o, 0, time.Second, a, b, c)
+	k := ownerKey() // a 10 s window from 0
+	ts := time.Second
+	// a is offered 4 requests an interval (20 a second: 2x the limit) and
+	// admits what its cap allows; b and c are offered nothing.
+	for range 10 {
+		ts += 200 * time.Millisecond
+		a.own = min(a.own+4, max(a.cap, a.own))
+		a.sync(o, at(ts), k, limit, 4)
+		b.sync(o, at(ts+time.Millisecond), k, limit, 0)
+		c.sync(o, at(ts+2*time.Millisecond), k, limit, 0)
+	}
+	if a.cap < limit/2 {
+		t.Fatalf("before the move: caps %d %d %d, own %d: want most of the limit for a", a.cap, b.cap, c.cap, a.own)
+	}
+	// The client moves to b: b asks at once and at every interval,
+	// spending what it gets; a's reports have no demand.
+	held := a.cap
+	var bCaps []int64
+	for i := range 4 {
+		ts += 100 * time.Millisecond
+		b.own = max(b.own, min(b.cap, b.own+4))
+		b.sync(o, at(ts), k, limit, 4)
+		bCaps = append(bCaps, b.cap)
+		ts += 100 * time.Millisecond
+		a.sync(o, at(ts), k, limit, 0)
+		if i == 0 && a.cap != a.own {
+			t.Fatalf("a reported no demand after 4 an interval while b asks: cap %d (was %d), own %d: want its count", a.cap, held, a.own)
+		}
+	}
+	t.Logf("b's caps %v, a %d/%d", bCaps, a.own, a.cap)
+	if free := int64(limit) - a.own; bCaps[2] < free*9/10 || a.cap+b.cap+c.cap > limit {
+		t.Errorf("b's caps at its asks %v, a holds %d (own %d): want b to hold most of the %d a does not from its third ask, within %d",
+			bCaps, a.cap, a.own, free, limit)
 	}
 }
 

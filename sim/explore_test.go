@@ -247,17 +247,19 @@ func TestExploreDeterministic(t *testing.T) {
 
 // exploreRatchet is, for the CI's run (500 scenarios from seed 1), the
 // number of lease's windows over all classes that may miss each design
-// target: what was measured plus 2% for noise. The overshoot bound is
-// 322's + 2% (322 windows over at 1f95201, and again after the
-// double-count fixes of 2026-11-27); the other two are 11,301's and
-// 14,817's + 2%, measured after those fixes (of 80,298 windows; 11,327
-// and 14,828 before them, at f7bfcbb, where the owners began taking a
-// sliding tier's excess off the caps, a safety fix that cost windows
-// under). The README's accuracy section has the
-// figures of every change between. A change that misses more fails
-// TestExploreMany; one that misses fewer should lower these.
+// target: what was measured plus 2% for noise, after the owners began
+// taking the need of a member whose traffic moved away as gone while the
+// others need more than is free (counters' moved, 2026-11-27): 337
+// windows over, 11,254 under and 14,696 wrongly denied of 80,298, where
+// the double-count fixes before it left 322, 11,301 and 14,817. Seeds 2
+// and 3 moved alike (210 / 11,658 / 15,789 where 205 / 11,814 / 16,004;
+// 529 / 11,608 / 15,136 where 517 / 11,854 / 15,179): fewer windows under
+// and wrongly denied, a few more over (on the members' median clock 48
+// where 43, with the clocks in step 28 where 26). The README's accuracy
+// section has the figures of every change between. A change that misses
+// more fails TestExploreMany; one that misses fewer should lower these.
 var exploreRatchet = map[int][numTargets]int{
-	500: {TargetOvershoot: 328, TargetUndershootSafe: 11527, TargetWronglyDenied: 15113},
+	500: {TargetOvershoot: 343, TargetUndershootSafe: 11479, TargetWronglyDenied: 14989},
 }
 
 // TestExploreMany runs the explorer over -explore scenarios (none by
