@@ -144,16 +144,16 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	if sc := &o.scratch; len(sc.movedAt) > 0 {
 		// The members whose traffic moved away need nothing while the
 		// others need more than is free (see moved).
-		var gone, n int64
+		var gone int64
 		for _, i := range sc.movedAt {
 			gone += sc.left[i]
-			n++
 		}
 		if sums.needs-gone > free {
 			for _, i := range sc.movedAt {
 				sc.needs[i], sc.left[i] = 0, 0
 			}
-			sums.needs, sums.needy = sums.needs-gone, sums.needy-n
+			// Each is listed only with a need (tally): one fewer needy.
+			sums.needs, sums.needy = sums.needs-gone, sums.needy-int64(len(sc.movedAt))
 			needSoonR = sc.needs[ri]
 		}
 	}
@@ -825,12 +825,12 @@ const movedDemand = 2
 // intervals its rate decays in: its cap comes down to its count at that
 // report, the others' parts no longer leave room for it, and what it held
 // reaches the instance the traffic went to once it has acknowledged the
-// lower cap, an interval later. Fading, the cap
-// held that budget for a second or so while the new instance's requests
-// waited for it (node.Config.PendingWait), most of them to be refused in
-// the end: with the demo's clients moving every 1.7 s the limiter's p99
-// was about PendingWait (cmd/demo-cluster/README.md, "Clients,
-// measured"). An origin whose traffic comes back asks at its next request.
+// lower cap, an interval later. Fading, the cap held that budget for a
+// second or so while the new instance's requests waited for it
+// (node.Config.PendingWait), most of them to be refused in the end: with
+// the demo's clients moving every 1.7 s the limiter's p99 was about
+// PendingWait (cmd/demo-cluster/README.md, "Clients, measured"). An origin
+// whose traffic comes back asks at its next request.
 func moved(rate, interval float64) bool { return rate*interval >= movedDemand }
 
 // need is what an origin is expected to need over d nanoseconds at the

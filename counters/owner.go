@@ -896,22 +896,24 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 	if !stale {
 		// The origin's demand rate, the larger of two estimates, both
 		// decaying over five intervals: a moving average of the demand
-		// between reports, and the peak of the rates of reports that carry
-		// more than one unit. One request in an interval is no evidence of
-		// a rate of one per interval: held at its peak, the rate of an
-		// origin with one request every few intervals read as several times
-		// what it spends, and the origin held that much of the limit while
-		// a busy member was refused (TestOwnerSparseMembersHoldWhatTheyUse).
-		// A burst still counts at once. An origin with sparse traffic keeps
-		// a share between its requests, and one whose traffic moved away
-		// frees its share within a second or so, at its first report
-		// without demand when budget is short (see moved). Both carry over from the
-		// window before when the origin's first report in a window carries
-		// demand; an origin idle at that report starts from nothing (it
-		// asks again when its demand comes back: its decision is pending
-		// until an answer that knows of the demand). Reports come faster
-		// than the interval when a member asks at once: measured over less
-		// than an interval, one request would read as a burst.
+		// between reports, and the peak of the rates of reports that
+		// carry more than one unit. One request in an interval is no
+		// evidence of a rate of one per interval: held at its peak,
+		// the rate of an origin with one request every few intervals
+		// read as several times what it spends, and the origin held
+		// that much of the limit while a busy member was refused
+		// (TestOwnerSparseMembersHoldWhatTheyUse). A burst still
+		// counts at once. An origin with sparse traffic keeps a share
+		// between its requests, and one whose traffic moved away frees
+		// its share within a second or so, or at its first report
+		// without demand when budget is short (see moved). Both carry
+		// over from the window before when the origin's first report
+		// in a window carries demand; an origin idle at that report
+		// starts from nothing (it asks again when its demand comes
+		// back: its decision is pending until an answer that knows of
+		// the demand). Reports come faster than the interval when a
+		// member asks at once: measured over less than an interval,
+		// one request would read as a burst.
 		elapsed := int64(o.cfg.Interval)
 		mean, peak, last := 0.0, 0.0, st.lastSeen
 		if last != 0 {

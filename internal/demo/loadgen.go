@@ -123,14 +123,14 @@ func (c LoadConfig) Validate() error {
 
 // Generator sends the workload at its rate to the nodes that are up, as
 // LoadConfig.Clients says (round-robin by default), from keep-alive HTTP
-// clients, and records every outcome in the Truth. Open loop: requests are released on schedule whatever the
-// latency; when every worker is busy a due request is dropped (counted,
-// never sent). One pass of the dispatcher releases at most twice Workers
-// requests (more could not find a free worker anyway); when more are due
-// (a rate no worker pool can carry, or a process paused for a while) the
-// rest are dropped at once and the schedule restarts from that pass, so
-// that a pass stays short and cancellation is seen within a Tick whatever
-// the rate.
+// clients, and records every outcome in the Truth. Open loop: requests are
+// released on schedule whatever the latency; when every worker is busy a due
+// request is dropped (counted, never sent). One pass of the dispatcher
+// releases at most twice Workers requests (more could not find a free worker
+// anyway); when more are due (a rate no worker pool can carry, or a process
+// paused for a while) the rest are dropped at once and the schedule restarts
+// from that pass, so that a pass stays short and cancellation is seen within a
+// Tick whatever the rate.
 //
 // Create it with NewGenerator; the zero value is not usable. Run may be
 // called once; the other methods are safe for concurrent use.
@@ -159,6 +159,7 @@ func NewGenerator(cfg LoadConfig) (*Generator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.Clients, _ = ParseClients(string(cfg.Clients)) // "" is round-robin; Validate parsed it
 	tr := &http.Transport{
 		Proxy:               nil, // loopback only, never through a proxy
 		DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
@@ -254,7 +255,7 @@ func (g *Generator) dispatch(ctx context.Context, start, end time.Time, jobs cha
 			g.noTarget.Add(1)
 			return
 		}
-		if g.cfg.Clients == ClientsRoundRobin || g.cfg.Clients == "" {
+		if g.cfg.Clients == ClientsRoundRobin {
 			rr = node + 1
 		}
 		j := job{stream: stream, node: node, id: 1 + rng.IntN(100)}
