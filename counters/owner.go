@@ -362,10 +362,15 @@ type ownerWindow struct {
 	slab []originState
 	// originsBuf is origins' first backing array, in the window itself.
 	originsBuf [3]*originState
-	byName     map[string]*originState // origins by name, once there are more than originsScan
-	view       *windowView             // see aligned
-	counted    int64                   // the origins' cumulative counts added up
-	snaps      int                     // how many origins have a predecessor's knowledge (snapFrom)
+	// first is the state of the first origin to report, in the window
+	// itself: a series whose traffic reaches one instance (a client kept
+	// on one connection) has no other, and the state lies next to the
+	// window's own fields.
+	first   originState
+	byName  map[string]*originState // origins by name, once there are more than originsScan
+	view    *windowView             // see aligned
+	counted int64                   // the origins' cumulative counts added up
+	snaps   int                     // how many origins have a predecessor's knowledge (snapFrom)
 	// last is when this owner last had a report in the window (Unix ns);
 	// regained says it lost the series to another owner since a report and
 	// got it back (see lost); lastStray that the last report was stray.
@@ -1104,11 +1109,17 @@ func (w *ownerWindow) prevOrigin(name string) *originState {
 // the origin is the owner itself, and members is how many members the
 // owner knows, which sizes a new slab.
 func (w *ownerWindow) add(name string, self bool, members int) *originState {
-	if len(w.slab) == cap(w.slab) {
-		w.slab = make([]originState, 0, min(max(members-len(w.origins), 1), originsScan))
+	var s *originState
+	if len(w.origins) == 0 {
+		w.first = originState{name: name, self: self}
+		s = &w.first
+	} else {
+		if len(w.slab) == cap(w.slab) {
+			w.slab = make([]originState, 0, min(max(members-len(w.origins), 1), originsScan))
+		}
+		w.slab = append(w.slab, originState{name: name, self: self})
+		s = &w.slab[len(w.slab)-1]
 	}
-	w.slab = append(w.slab, originState{name: name, self: self})
-	s := &w.slab[len(w.slab)-1]
 	w.origins = append(w.origins, s)
 	if w.byName != nil {
 		w.byName[name] = s
