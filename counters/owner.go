@@ -4,6 +4,7 @@ import (
 	"maps"
 	"math"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -200,6 +201,9 @@ type Owner struct {
 	// a collision costs a comparison of keys, never a count.
 	series   map[uint64]*OwnerSeries
 	nWindows int // the windows of every series
+	// expiring holds every window by when it expires (ownerWindow.expires),
+	// for Sweep: windows of one period that began together share a list.
+	expiring map[int64][]*ownerWindow
 	// bucketMask is applied to a series hash to place it in series: ^0;
 	// tests narrow it to make series collide.
 	bucketMask uint64
@@ -631,7 +635,7 @@ func NewOwner(cfg OwnerConfig) *Owner {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 200 * time.Millisecond
 	}
-	return &Owner{cfg: cfg, series: make(map[uint64]*OwnerSeries), bucketMask: ^uint64(0), contacts: map[string]*contact{}}
+	return &Owner{cfg: cfg, series: make(map[uint64]*OwnerSeries), expiring: map[int64][]*ownerWindow{}, bucketMask: ^uint64(0), contacts: map[string]*contact{}}
 }
 
 // The defaults of OwnerConfig.ReserveWindows and ReserveMin.
@@ -860,6 +864,7 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 			w.ownedThroughout = o.ownedSince(ser.hash, r.Key.WindowStart-int64(o.cfg.Settle))
 		}
 		ser.wins = append(ser.wins, w)
+		o.expiring[w.expires] = append(o.expiring[w.expires], w)
 		o.nWindows++
 	}
 	r.Series = ser
@@ -1180,47 +1185,58 @@ func (w *ownerWindow) hidden() int64 {
 }
 
 // Sweep drops windows that ended more than a period plus the grace ago,
-// and returns how many it dropped.
+// and returns how many it dropped. It visits only those: the windows are
+// kept by when they expire (Owner.expiring), so that an owner of a few
+// hundred thousand series does not walk them all every second (in
+// TestMillionTenants that walk was an eighth of each process's sync CPU).
 func (o *Owner) Sweep(now time.Time) int {
 	nowNs := now.UnixNano()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	n := 0
-	for h, first := range o.series {
-		head := first
-		for s := first; s != nil; s = s.next {
-			kept := s.wins[:0]
-			for _, w := range s.wins {
-				if w.expires >= nowNs {
-					kept = append(kept, w)
-				}
-			}
-			clear(s.wins[len(kept):])
-			n += len(s.wins) - len(kept)
-			s.wins = kept
-			if len(kept) == 0 { // unlinked from its chain
-				s.gone = true
-				if head == s {
-					head = s.next
-				} else {
-					for p := head; p != nil; p = p.next {
-						if p.next == s {
-							p.next = s.next
-							break
-						}
-					}
-				}
-			}
+	for at, ws := range o.expiring {
+		if at >= nowNs {
+			continue
 		}
-		switch {
-		case head == nil:
-			delete(o.series, h)
-		case head != first:
-			o.series[h] = head
+		for _, w := range ws {
+			n += o.drop(w)
 		}
+		delete(o.expiring, at)
 	}
 	o.nWindows -= n
 	return n
+}
+
+// drop removes window w from its series, and the series from the owner if
+// it has no window left, and returns 1 (0 if w was no longer there). The
+// lock must be held.
+func (o *Owner) drop(w *ownerWindow) int {
+	s := w.series
+	i := slices.Index(s.wins, w)
+	if i < 0 {
+		return 0
+	}
+	s.wins = slices.Delete(s.wins, i, i+1)
+	if len(s.wins) > 0 {
+		return 1
+	}
+	s.gone = true // its handles look the series up again
+	h := s.hash & o.bucketMask
+	if head := o.series[h]; head == s {
+		if s.next == nil {
+			delete(o.series, h)
+		} else {
+			o.series[h] = s.next
+		}
+	} else {
+		for p := head; p != nil; p = p.next {
+			if p.next == s {
+				p.next = s.next
+				break
+			}
+		}
+	}
+	return 1
 }
 
 // OwnerStats reports an owner's size.

@@ -459,6 +459,46 @@ func TestOwnerBoundedAndSwept(t *testing.T) {
 	}
 }
 
+// TestOwnerSweepByExpiry: Sweep drops every window that expired, whatever
+// its period, keeps the others, and a series without windows left goes,
+// to be made again by its next report.
+func TestOwnerSweepByExpiry(t *testing.T) {
+	o := NewOwner(OwnerConfig{MaxWindows: 100})
+	report := func(tenant string, period, when time.Duration) {
+		k := Key{Tenant: tenant, Endpoint: "/p", Method: "GET", Period: period, WindowStart: at(when).UnixNano() - at(when).UnixNano()%int64(period)}
+		o.Report(at(when), "x", 1, &Report{Key: k, Threshold: 10, Own: 1})
+	}
+	for _, tn := range []string{"a", "b", "c"} {
+		report(tn, time.Second, 0)
+		report(tn, time.Minute, 0)
+	}
+	report("a", time.Second, 1500*time.Millisecond) // a second window of a's 1 s series
+	if st := o.Stats(); st.Windows != 7 {
+		t.Fatalf("stats %+v, want 7 windows", st)
+	}
+	// The 1 s windows that began at 0 end at 1 s and expire at 1 + 1 + 2
+	// (the grace) = 4 s; a's window from 1 s at 5 s.
+	if n := o.Sweep(at(4 * time.Second)); n != 0 {
+		t.Fatalf("swept %d at 4 s, want 0", n)
+	}
+	if n := o.Sweep(at(4*time.Second + 1)); n != 3 {
+		t.Fatalf("swept %d after 4 s, want the three 1 s windows that began at 0", n)
+	}
+	if o.window(Key{Tenant: "b", Endpoint: "/p", Method: "GET", Period: time.Second, WindowStart: at(0).UnixNano()}) != nil {
+		t.Fatal("b's 1 s window is still there")
+	}
+	if n := o.Sweep(at(5*time.Second + 1)); n != 1 || o.Stats().Windows != 3 {
+		t.Fatalf("swept %d after 5 s (%+v), want a's second 1 s window, and the three 1 min ones left", n, o.Stats())
+	}
+	report("b", time.Second, 6*time.Second)
+	if st := o.Stats(); st.Windows != 4 {
+		t.Fatalf("stats %+v after b reports again, want 4 windows", st)
+	}
+	if n := o.Sweep(at(3*time.Minute + 1)); n != 4 || o.Stats().Windows != 0 || len(o.series) != 0 || len(o.expiring) != 0 {
+		t.Fatalf("swept %d at 3 min (%+v, %d series, %d expiry lists), want every window and series gone", n, o.Stats(), len(o.series), len(o.expiring))
+	}
+}
+
 // TestOwnerLongWindowFollowsDemand: in a day-long window, every member's
 // demand projected over the time left is more than the limit, but what
 // matters is what they will spend before their next reports. Three members

@@ -2,6 +2,7 @@ package counters
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"strings"
 	"sync"
@@ -109,7 +110,12 @@ type shard struct {
 	dead int // tombstones, under mu
 	cap  int
 	rnd  uint64 // eviction sampling start, under mu
-	_    [24]byte
+	// noneBefore is a time no series of the shard expires before, under
+	// mu: Sweep skips the shard until then. A series' expiry only moves
+	// later, so the least one found by the last Sweep, lowered by the
+	// series created since, stays such a time.
+	noneBefore int64
+	_          [16]byte
 }
 
 type slots struct {
@@ -397,6 +403,7 @@ func (t *Table) create(s *shard, l *Limit, h uint64, now int64) (e *Entry, full 
 	}
 	e.roll(now, t)
 	s.insert(e)
+	s.noneBefore = min(s.noneBefore, e.expiresAt.Load())
 	return e, false
 }
 
@@ -637,13 +644,23 @@ func (t *Table) Sweep(now time.Time) int {
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.mu.Lock()
+		if nowNs <= s.noneBefore {
+			s.mu.Unlock()
+			continue // nothing expired: no need to read every series
+		}
 		var expired []*Entry
+		least := int64(math.MaxInt64)
 		sl := s.tab.Load()
 		for j := range sl.s {
-			if e := sl.s[j].Load(); e != nil && e != tombstone && e.expiresAt.Load() < nowNs {
-				expired = append(expired, e)
+			if e := sl.s[j].Load(); e != nil && e != tombstone {
+				if exp := e.expiresAt.Load(); exp < nowNs {
+					expired = append(expired, e)
+				} else {
+					least = min(least, exp)
+				}
 			}
 		}
+		s.noneBefore = least
 		for _, e := range expired {
 			e.mu.Lock()
 			e.dead = true

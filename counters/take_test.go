@@ -425,6 +425,32 @@ func TestSweepRemovesExpiredWindows(t *testing.T) {
 	}
 }
 
+// TestSweepSkipsNothingExpiredButSeesNewSeries: a shard is skipped while
+// none of its series can have expired (shard.noneBefore), but a series
+// created since with an earlier expiry (a shorter period) still goes when
+// it expires, and the long one when it does.
+func TestSweepSkipsNothingExpiredButSeesNewSeries(t *testing.T) {
+	tb := newTable(t, Optimistic{})
+	long := Limit{Tenant: "a", Endpoint: "/p", Method: "GET", Period: time.Hour, Threshold: 10}
+	short := long
+	short.Tenant, short.Period = "b", time.Second
+	tb.Allow(at(time.Second), long)
+	if n := tb.Sweep(at(2 * time.Second)); n != 0 {
+		t.Fatalf("swept %d series at 2 s, want 0", n)
+	}
+	// b's window 3..4 s lives until 3 + 2 + 2 (the grace) = 7 s.
+	tb.Allow(at(3*time.Second), short)
+	if n := tb.Sweep(at(7 * time.Second)); n != 0 {
+		t.Fatalf("swept %d series at 7 s, want 0", n)
+	}
+	if n := tb.Sweep(at(7*time.Second + 1)); n != 1 || tb.Get("b", "/p", "GET", time.Second) != nil || tb.Get("a", "/p", "GET", time.Hour) == nil {
+		t.Fatalf("swept %d series after 7 s, want b's only", n)
+	}
+	if n := tb.Sweep(at(2*time.Hour + 2*time.Second + 1)); n != 1 || tb.Len() != 0 {
+		t.Fatalf("swept %d series after a's window and the one after it, want a's (%d left)", n, tb.Len())
+	}
+}
+
 func TestTakeDoesNotAllocate(t *testing.T) {
 	tb := newTable(t, Optimistic{})
 	limits := []Limit{
