@@ -40,3 +40,11 @@ func lines(p unsafe.Pointer, size uintptr) byte {
 	}
 	return x
 }
+
+// WireHint returns what WireIndex returns, read without the entry's lock:
+// a value SetWireIndex stored at some time, for a caller that only loads
+// what it points to ahead of locking the entry (as Prefetch does), and
+// whose use of a stale one costs nothing but the load.
+//
+//go:norace
+func (e *Entry) WireHint() uint32 { return e.wire }

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/peerlimit/peerlimit/counters"
 	"github.com/peerlimit/peerlimit/peerpb"
@@ -163,6 +164,7 @@ func (e *Engine) prepare(raw time.Time, ownerOf func(uint64) (string, bool), epo
 			}
 		}
 		runtime.KeepAlive(x)
+		r.touchDicts(chunk[:n], owners[:n], oks[:n])
 		for i, en := range chunk[:n] {
 			if oks[i] {
 				r.series(en, owners[i])
@@ -233,6 +235,37 @@ func (e *Engine) prepare(raw time.Time, ownerOf func(uint64) (string, bool), epo
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Owner < out[j].Owner })
 	return out
+}
+
+// touchDicts loads the dictionary slots the entries ens were defined at
+// for their owners (the encoder's check that an entry is defined in its
+// owner's dictionary, and this member's own), with no other work in
+// between, so that their loads from memory overlap: a table's order is
+// not the order its series were first sent in, and one at a time each
+// waited for its memory (in TestMillionTenants, 8% of a process's sync
+// CPU). The indexes are read without the entries' locks (WireHint): one
+// that is stale loads a slot for nothing.
+func (r *round) touchDicts(ens []*counters.Entry, owners []string, oks []bool) {
+	var x uintptr
+	for i, en := range ens {
+		if !oks[i] {
+			continue
+		}
+		w := int(en.WireHint()) - 1
+		if w < 0 {
+			continue
+		}
+		if r.local != nil && owners[i] == r.e.cfg.Name {
+			if d := &r.e.local; w < len(d.ents) {
+				x ^= uintptr(unsafe.Pointer(d.ents[w]))
+			}
+		} else if b := r.batch(owners[i]); b != nil && b.enc != nil {
+			if d := b.enc.d; w < len(d.ents) {
+				x ^= uintptr(unsafe.Pointer(d.ents[w])) ^ uintptr(d.thr[w])
+			}
+		}
+	}
+	runtime.KeepAlive(x)
 }
 
 // round is one prepare's state.
