@@ -57,7 +57,7 @@ func (e *Engine) Prepare(now time.Time) []*Batch {
 	// A batch that reaches MaxBatch leaves the rest for the next round,
 	// which walks the table from where the first one did (the series past
 	// the cap are not left out again).
-	return e.prepare(now, e.ring.Owner, e.ring.Version(), false, true, func(fn func(*counters.Entry) bool) {
+	return e.prepare(now, e.ring.Owner, e.ring.Version(), false, true, 0, func(fn func(*counters.Entry) bool) {
 		e.table.RangeFrom(e.resume.Swap(0), fn)
 	})
 }
@@ -72,7 +72,7 @@ func (e *Engine) Prepare(now time.Time) []*Batch {
 // holds their old caps back until they report after it.
 func (e *Engine) PrepareAsking(now time.Time) []*Batch {
 	asking, riders := e.table.TakeAsking()
-	return e.prepare(now, e.ring.Owner, e.ring.Version(), false, false, func(fn func(*counters.Entry) bool) {
+	return e.prepare(now, e.ring.Owner, e.ring.Version(), false, false, len(asking), func(fn func(*counters.Entry) bool) {
 		for _, en := range asking {
 			if !fn(en) {
 				return
@@ -104,7 +104,7 @@ func (e *Engine) Handoff(now time.Time) []*Batch {
 		e.newDict(m)
 	}
 	e.wireMu.Unlock()
-	bs := e.prepare(now, after.Owner, 0, true, false, e.table.Range)
+	bs := e.prepare(now, after.Owner, 0, true, false, e.table.Len(), e.table.Range)
 	has := map[string]bool{}
 	for _, b := range bs {
 		b.Req.Leaving = true
@@ -125,16 +125,23 @@ func (e *Engine) Handoff(now time.Time) []*Batch {
 // A full round (full set) also sends every other member a batch, and a
 // batch of it that left no window out says under which membership view it
 // was built; a partial round (the series asking for budget) does neither,
-// since it does not carry every window this member holds a lease in. raw
-// is the member's own clock; the windows are read on the common one
-// (clock.go).
-func (e *Engine) prepare(raw time.Time, ownerOf func(uint64) (string, bool), epoch uint64, all, full bool, each func(func(*counters.Entry) bool), riders ...*counters.Entry) []*Batch {
+// since it does not carry every window this member holds a lease in; asking
+// is how many series each yields at most then. raw is the member's own
+// clock; the windows are read on the common one (clock.go).
+func (e *Engine) prepare(raw time.Time, ownerOf func(uint64) (string, bool), epoch uint64, all, full bool, asking int, each func(func(*counters.Entry) bool), riders ...*counters.Entry) []*Batch {
 	now := e.clock.at(raw)
 	r := &round{e: e, sent: raw, now: now, nowNs: now.UnixNano(), epoch: epoch, all: all, full: full, links: *e.links.Load()}
 	r.members, r.index = e.table.Share()
 	// Batches are sized for an even spread of the keys over the owners,
-	// which spares growing them report by report.
-	r.perOwner = min(e.table.Len()/max(1, len(e.ring.Members())), e.cfg.MaxBatch)
+	// which spares growing them report by report; a partial round's for
+	// the series it reports (a few waiting series: sized by the table, a
+	// round kicked every 10 ms took and cleared megabytes each time at a
+	// million series).
+	keys := e.table.Len()
+	if !full {
+		keys = min(keys, asking+len(riders))
+	}
+	r.perOwner = min(keys/max(1, len(e.ring.Members()))+1, e.cfg.MaxBatch)
 	if e.cfg.Central == "" {
 		// The dictionaries stay as this round leaves them until it is done.
 		e.wireMu.Lock()
