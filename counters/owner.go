@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // Report is what one origin tells a key's owner about one window, once per
@@ -806,20 +807,21 @@ func (o *Owner) Merged(now time.Time, origin string, incarnation, seq uint64, rs
 	}
 }
 
-// touch reads the states the reports' handles lead to, with no other work
-// in between, so that their loads from memory overlap: the windows, and
-// the origins' states of windows with few (a window with many reads them
-// in a grant one after the other anyway, which a read here would only
-// double). The lock must be held.
+// touch reads the states the reports' handles lead to, every cache line
+// of each, with no other work in between, so that their loads from memory
+// overlap: the windows (with their first origins' states), and the other
+// origins' states of windows with few (a window with many reads them in a
+// grant one after the other anyway, which a read here would only double).
+// The lock must be held.
 func (o *Owner) touch(rs []Report) {
-	var x int64
+	var x byte
 	for i := range rs {
 		if s := rs[i].Series; s != nil && s.owner == o {
 			for _, w := range s.wins {
-				x ^= w.counted
-				if len(w.origins) <= originsScan {
-					for _, st := range w.origins {
-						x ^= st.own
+				x ^= lines(unsafe.Pointer(w), unsafe.Sizeof(*w)) // the first origin's state with it
+				if n := len(w.origins); n > 1 && n <= originsScan {
+					for _, st := range w.origins[1:] {
+						x ^= lines(unsafe.Pointer(st), unsafe.Sizeof(*st))
 					}
 				}
 			}
