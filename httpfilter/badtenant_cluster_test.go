@@ -15,8 +15,12 @@ import (
 // 127.0.0.1), the middleware in front of a ServeMux on each node, and
 // requests for good tenants mixed with tenant ids that are not valid UTF-8
 // or carry control characters. The bad ones are refused with 400 and never
-// counted; every sync call keeps succeeding, and the good tenants' counts
-// reach their owners (each node's cached global total is the cluster's).
+// counted; no owner rejects a batch (a bad key in one would stop every
+// key's sync of that batch), sync calls keep succeeding, and the good
+// tenants' counts reach their owners (each node's cached global total is
+// the cluster's). A call given up for its deadline is no rejection: under
+// CI's parallel -race packages one call in a run was (its owner logged no
+// rejection), so the test counts rejections, not failed calls.
 // A daily tier: with it, 6 runs in 10 once saw a good tenant, far below its
 // limit, refused at its second request on a node (the owner took demand
 // projected over the day for overload; see counters.NeedHorizon).
@@ -71,11 +75,12 @@ slas:
 		return true
 	})
 	for i, n := range nodes {
-		if errs := syncCalls(t, n.Registry(), "error"); errs != 0 {
-			t.Errorf("node %d: %v failed sync calls", i, errs)
+		if rejected := metricValue(t, n.Registry(), "peerlimit_sync_inbound_rejected_total", ""); rejected != 0 {
+			t.Errorf("node %d rejected %v sync batches", i, rejected)
 		}
-		if ok := syncCalls(t, n.Registry(), "ok"); ok == 0 {
-			t.Errorf("node %d: no successful sync call", i)
+		ok, failed := syncCalls(t, n.Registry(), "ok"), syncCalls(t, n.Registry(), "error")
+		if ok == 0 || failed > ok/10 {
+			t.Errorf("node %d: %v sync calls succeeded, %v failed", i, ok, failed)
 		}
 		for _, b := range []string{"\xff\xfe", "a\x00b"} {
 			if e := n.Engine().Table().Get(b, "/v1/organizations/{orgId}/product/{id}", "PUT", 24*time.Hour); e != nil {
@@ -92,15 +97,25 @@ slas:
 
 func syncCalls(t *testing.T, reg *prometheus.Registry, result string) float64 {
 	t.Helper()
+	return metricValue(t, reg, "peerlimit_sync_calls_total", result)
+}
+
+// metricValue returns the counter name of reg, the one whose result label
+// is result if result is not empty; the test fails if there is none.
+func metricValue(t *testing.T, reg *prometheus.Registry, name, result string) float64 {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "peerlimit_sync_calls_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			if result == "" {
+				return m.GetCounter().GetValue()
+			}
 			for _, lp := range m.GetLabel() {
 				if lp.GetName() == "result" && lp.GetValue() == result {
 					return m.GetCounter().GetValue()
@@ -108,5 +123,6 @@ func syncCalls(t *testing.T, reg *prometheus.Registry, result string) float64 {
 			}
 		}
 	}
+	t.Fatalf("no counter %s{result=%q} in the registry", name, result)
 	return 0
 }
