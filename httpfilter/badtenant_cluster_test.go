@@ -79,7 +79,7 @@ slas:
 			t.Errorf("node %d rejected %v sync batches", i, rejected)
 		}
 		ok, failed := syncCalls(t, n.Registry(), "ok"), syncCalls(t, n.Registry(), "error")
-		if ok == 0 || failed > ok/10 {
+		if ok == 0 || 2*failed > ok {
 			t.Errorf("node %d: %v sync calls succeeded, %v failed", i, ok, failed)
 		}
 		for _, b := range []string{"\xff\xfe", "a\x00b"} {
