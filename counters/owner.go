@@ -1201,7 +1201,9 @@ func (o *Owner) Sweep(now time.Time) int {
 			continue
 		}
 		for _, w := range ws {
-			n += o.drop(w)
+			if o.drop(w) {
+				n++
+			}
 		}
 		delete(o.expiring, at)
 	}
@@ -1210,17 +1212,17 @@ func (o *Owner) Sweep(now time.Time) int {
 }
 
 // drop removes window w from its series, and the series from the owner if
-// it has no window left, and returns 1 (0 if w was no longer there). The
-// lock must be held.
-func (o *Owner) drop(w *ownerWindow) int {
+// it has no window left, and reports whether w was there. The lock must be
+// held.
+func (o *Owner) drop(w *ownerWindow) bool {
 	s := w.series
 	i := slices.Index(s.wins, w)
 	if i < 0 {
-		return 0
+		return false
 	}
 	s.wins = slices.Delete(s.wins, i, i+1)
 	if len(s.wins) > 0 {
-		return 1
+		return true
 	}
 	s.gone = true // its handles look the series up again
 	h := s.hash & o.bucketMask
@@ -1238,7 +1240,7 @@ func (o *Owner) drop(w *ownerWindow) int {
 			}
 		}
 	}
-	return 1
+	return true
 }
 
 // OwnerStats reports an owner's size.

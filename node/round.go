@@ -57,7 +57,7 @@ func (e *Engine) Prepare(now time.Time) []*Batch {
 	// A batch that reaches MaxBatch leaves the rest for the next round,
 	// which walks the table from where the first one did (the series past
 	// the cap are not left out again).
-	return e.prepare(now, e.ring.Owner, e.ring.Version(), false, true, 0, func(fn func(*counters.Entry) bool) {
+	return e.prepare(now, e.ring.Owner, e.ring.Version(), false, true, e.table.Len(), func(fn func(*counters.Entry) bool) {
 		e.table.RangeFrom(e.resume.Swap(0), fn)
 	})
 }
@@ -125,23 +125,19 @@ func (e *Engine) Handoff(now time.Time) []*Batch {
 // A full round (full set) also sends every other member a batch, and a
 // batch of it that left no window out says under which membership view it
 // was built; a partial round (the series asking for budget) does neither,
-// since it does not carry every window this member holds a lease in; asking
-// is how many series each yields at most then. raw is the member's own
-// clock; the windows are read on the common one (clock.go).
-func (e *Engine) prepare(raw time.Time, ownerOf func(uint64) (string, bool), epoch uint64, all, full bool, asking int, each func(func(*counters.Entry) bool), riders ...*counters.Entry) []*Batch {
+// since it does not carry every window this member holds a lease in. most
+// is how many series each yields at most, which sizes the batches. raw is
+// the member's own clock; the windows are read on the common one
+// (clock.go).
+func (e *Engine) prepare(raw time.Time, ownerOf func(uint64) (string, bool), epoch uint64, all, full bool, most int, each func(func(*counters.Entry) bool), riders ...*counters.Entry) []*Batch {
 	now := e.clock.at(raw)
 	r := &round{e: e, sent: raw, now: now, nowNs: now.UnixNano(), epoch: epoch, all: all, full: full, links: *e.links.Load()}
 	r.members, r.index = e.table.Share()
-	// Batches are sized for an even spread of the keys over the owners,
-	// which spares growing them report by report; a partial round's for
-	// the series it reports (a few waiting series: sized by the table, a
-	// round kicked every 10 ms took and cleared megabytes each time at a
-	// million series).
-	keys := e.table.Len()
-	if !full {
-		keys = min(keys, asking+len(riders))
-	}
-	r.perOwner = min(keys/max(1, len(e.ring.Members()))+1, e.cfg.MaxBatch)
+	// Batches are sized for an even spread of the series the round may
+	// report over the owners, which spares growing them report by report
+	// (a round kicked for a few waiting series sized by the table took
+	// and cleared megabytes each time at a million series).
+	r.perOwner = min((most+len(riders))/max(1, len(e.ring.Members()))+1, e.cfg.MaxBatch)
 	if e.cfg.Central == "" {
 		// The dictionaries stay as this round leaves them until it is done.
 		e.wireMu.Lock()
