@@ -26,21 +26,6 @@ func (e *Entry) Prefetch() byte {
 	return x
 }
 
-// lines reads a byte of every cache line of the size bytes at p and
-// returns their exclusive or. An object need not start on a line (its size
-// class need not be a multiple of one): reads at most a line apart from
-// its first byte to its last touch every line it overlaps.
-//
-//go:norace
-func lines(p unsafe.Pointer, size uintptr) byte {
-	const line = 64
-	x := *(*byte)(unsafe.Add(p, size-1))
-	for off := uintptr(0); off < size; off += line {
-		x ^= *(*byte)(unsafe.Add(p, off))
-	}
-	return x
-}
-
 // WireHint returns what WireIndex returns, read without the entry's lock:
 // a value SetWireIndex stored at some time, for a caller that only loads
 // what it points to ahead of locking the entry (as Prefetch does), and
