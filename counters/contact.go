@@ -148,6 +148,7 @@ func (o *Owner) Acknowledge(now time.Time, origin string, ack, view uint64, cove
 	}
 	if c.at >= 0 {
 		o.members.vers[c.at]++
+		o.members.records++
 	}
 }
 
@@ -166,6 +167,7 @@ func (o *Owner) contact(nowNs int64, origin string) *contact {
 		o.contacts[origin] = c
 		if i, ok := o.members.index[origin]; ok {
 			o.members.contact[i], c.at = c, i
+			o.members.records++
 		}
 	}
 	return c

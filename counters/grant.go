@@ -1,6 +1,9 @@
 package counters
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // grant computes origin r's new cap on its own estimate (its count in the
 // window, plus for sliding tiers its weighted previous window), so that the
@@ -608,6 +611,24 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 	if needLeft > 0 {
 		t.needy++
 	}
+	if sl == nil && o.othersQuiet(w, prev, gc, r) {
+		// No other member has a state here or in the window before, and
+		// each is one whose slot would say so: nothing reserved, nothing
+		// held, no demand (see othersQuiet). Their places get zero needs.
+		n := len(gc.mw.names)
+		ri, in := gc.mw.pos[r.name]
+		if !in {
+			ri = n
+		}
+		m := max(n, ri+1)
+		soonNeeds, leftNeeds, holds = zeros(soonNeeds, m), zeros(leftNeeds, m), zeros(holds, m)
+		soonNeeds[ri], leftNeeds[ri] = needSoon, needLeft
+		if needLeft > 0 && r.moved {
+			sc.movedAt = append(sc.movedAt, ri)
+		}
+		sc.needs, sc.left, sc.holds = soonNeeds, leftNeeds, holds
+		return t, ri
+	}
 	vers, at := o.members.vers, gc.mw.at
 	ri := len(gc.mw.names)
 	var taken memberSlot
@@ -698,6 +719,91 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 	}
 	sc.needs, sc.left, sc.holds = soonNeeds, leftNeeds, holds
 	return t, ri
+}
+
+// zeros returns s resliced (grown if need be) to n zeros.
+func zeros(s []int64, n int) []int64 {
+	s = slices.Grow(s[:0], n)[:n]
+	clear(s)
+	return s
+}
+
+// quietCache is what othersQuiet found of a member window at a window
+// start: which members were out of contact when the window began
+// (outAtStart), the only thing of a member without states in a window and
+// the one before that adds to a grant there (see othersQuiet). It is taken
+// again when the membership or a contact record changes (ownerMembers.gen,
+// records), for another member window or start, and when the time crosses
+// the start less Contact plus an interval (from, until), before which this
+// owner and a member without a record count as out of contact at the
+// start.
+type quietCache struct {
+	mw           *memberWindow
+	start        int64
+	gen, records uint64
+	from, until  int64 // it holds for grants at now in [from, until)
+	valid        bool  // the cache was taken
+	// loud is how many members were out of contact at the start, and one
+	// of them (its place in the member window): a grant to that one's own
+	// state is quiet too, since tally takes no slot of the member a grant
+	// is for.
+	loud, one int
+}
+
+// othersQuiet reports whether the members of gc's member window other than
+// r's would each add nothing to a grant to r in window w (tally): r is the
+// only origin of w, no other member has a state in the window before
+// (prev), the window was neither taken over from another owner nor split
+// from one (inherited, otherSide, cutSide), and no member other than r's
+// was out of contact when the window began. The slot (slotOf) of a member
+// without states is then silent and holds nothing: no static share (it
+// was not out of contact at the start; a member the majority rule takes
+// back was, since lostBefore comes before that), no carried cap (it has no
+// state in the window before), no other owner's cap (the window is not
+// inherited), and its contact now changes only what cutSide reads. The
+// members' part is kept (quietCache), so that a grant to the only origin
+// of a window costs no walk of the members. The lock must be held.
+func (o *Owner) othersQuiet(w, prev *ownerWindow, gc *grantContext, r *originState) bool {
+	if o.noQuiet || gc.inherited || gc.otherSide || gc.cutSide || len(w.origins) != 1 || w.origins[0] != r {
+		return false
+	}
+	if prev != nil {
+		for _, ps := range prev.origins {
+			if ps.name != r.name {
+				return false
+			}
+		}
+	}
+	q := &o.quiet
+	m := &o.members
+	if !q.valid || q.mw != gc.mw || q.start != gc.start || q.gen != m.gen || q.records != m.records || gc.now < q.from || gc.now >= q.until {
+		o.takeQuiet(gc)
+	}
+	return q.loud == 0 || (q.loud == 1 && gc.mw.names[q.one] == r.name)
+}
+
+// takeQuiet fills o.quiet for gc's member window, window start and time
+// (see quietCache), judging each member as slotOf does. The lock must be
+// held.
+func (o *Owner) takeQuiet(gc *grantContext) {
+	q := &o.quiet
+	m := &o.members
+	*q = quietCache{mw: gc.mw, start: gc.start, gen: m.gen, records: m.records, from: math.MinInt64, until: math.MaxInt64, valid: true}
+	edge := gc.start - int64(o.cfg.Contact) + int64(o.cfg.Interval)
+	if gc.now < edge {
+		// This owner itself and a member without a record were last in
+		// contact now (contactAt), which is before edge: out at the start.
+		q.until, q.loud = edge, len(gc.mw.at)+1 // quiet for no grant
+		return
+	}
+	q.from = edge
+	for i, at := range gc.mw.at {
+		// A record's contact before the start does not move with the
+		// time (contactBefore): only an acknowledgement changes it.
+		if cr := m.contact[at]; cr != nil && !cr.self && o.outAtStart(contactBefore(cr, gc.start, gc.now), gc.start) {
+			q.loud, q.one = q.loud+1, i
+		}
+	}
 }
 
 // sideBound bounds what the members out of contact since before a window

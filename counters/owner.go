@@ -229,6 +229,8 @@ type Owner struct {
 	prevRun int64
 	dropped uint64
 	scratch grantScratch
+	quiet   quietCache
+	noQuiet bool // tests: every grant walks the members (see othersQuiet)
 	// decayDt and decayOf are decay's last argument and result.
 	decayDt int64
 	decayOf float64
@@ -259,6 +261,9 @@ type ownerMembers struct {
 	// as contact): a grant's record of a member (memberSlot) is up to date
 	// while its count is the same.
 	vers []uint64
+	// records counts the changes of any member's contact record (vers
+	// added up, and records made): see quietCache.
+	records uint64
 	// windows caches window() by its argument until the next SetMembers.
 	windows map[int64]*memberWindow
 }
