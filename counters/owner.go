@@ -817,13 +817,32 @@ func (o *Owner) Merged(now time.Time, origin string, incarnation, seq uint64, rs
 // overlap: the windows (with their first origins' states), and the other
 // origins' states of windows with few (a window with many reads them in a
 // grant one after the other anyway, which a read here would only double).
-// The lock must be held.
+// Each step reads what the one before asked for, for every report before
+// the next step, since a pointer cannot be followed before its line
+// arrives: the series, the arrays of their windows, the windows, the
+// other states. The lock must be held.
 func (o *Owner) touch(rs []Report) {
 	var x byte
+	for i := range rs {
+		if s := rs[i].Series; s != nil {
+			x ^= lines(unsafe.Pointer(s), unsafe.Sizeof(*s))
+		}
+	}
+	for i := range rs {
+		if s := rs[i].Series; s != nil && s.owner == o && len(s.wins) > 0 {
+			x ^= lines(unsafe.Pointer(unsafe.SliceData(s.wins)), uintptr(len(s.wins))*unsafe.Sizeof(s.wins[0]))
+		}
+	}
 	for i := range rs {
 		if s := rs[i].Series; s != nil && s.owner == o {
 			for _, w := range s.wins {
 				x ^= lines(unsafe.Pointer(w), unsafe.Sizeof(*w)) // the first origin's state with it
+			}
+		}
+	}
+	for i := range rs {
+		if s := rs[i].Series; s != nil && s.owner == o {
+			for _, w := range s.wins {
 				if n := len(w.origins); n > 1 && n <= originsScan {
 					for _, st := range w.origins[1:] {
 						x ^= lines(unsafe.Pointer(st), unsafe.Sizeof(*st))

@@ -2,15 +2,17 @@ package counters
 
 import "unsafe"
 
-// Prefetch reads every cache line of the entry, and of its previous
-// window's slot if it has one (Entry.prev, allocated apart), and discards
-// what it read, without its lock, so that a caller about to lock many
-// entries one after another (the sync touches every series of a large
-// table, few of which are in the CPU's caches) can have their loads from
-// memory overlap: a lock is a barrier that the next entry's loads do not
-// pass, so that otherwise each entry waits for its memory in turn. It
-// returns a value that depends on the reads, for the caller to fold away
-// (runtime.KeepAlive) so that they are not elided.
+// Prefetch reads every cache line of the entry, and discards what it
+// read, without its lock, so that a caller about to lock many entries one
+// after another (the sync touches every series of a large table, few of
+// which are in the CPU's caches) can have their loads from memory overlap:
+// a lock is a barrier that the next entry's loads do not pass, so that
+// otherwise each entry waits for its memory in turn. Its previous window's
+// slot, allocated apart, is PrefetchPast's: reading the pointer to it
+// waits for the entry's line, so a caller asks for every entry of a batch
+// first and for their past slots after. It returns a value that depends on
+// the reads (0 where they are prefetch instructions), for the caller to
+// fold away (runtime.KeepAlive) so that they are not elided.
 //
 // The reads race with writers by design: their values are never used, and
 // a racing read of a byte observes some write (the Go memory model), as a
@@ -19,11 +21,18 @@ import "unsafe"
 //
 //go:norace
 func (e *Entry) Prefetch() byte {
-	x := lines(unsafe.Pointer(e), unsafe.Sizeof(*e))
+	return lines(unsafe.Pointer(e), unsafe.Sizeof(*e))
+}
+
+// PrefetchPast reads every cache line of the entry's previous window's
+// slot, if it has one, as Prefetch does the entry's.
+//
+//go:norace
+func (e *Entry) PrefetchPast() byte {
 	if p := e.prev; p != nil {
-		x ^= lines(unsafe.Pointer(p), unsafe.Sizeof(*p))
+		return lines(unsafe.Pointer(p), unsafe.Sizeof(*p))
 	}
-	return x
+	return 0
 }
 
 // WireHint returns what WireIndex returns, read without the entry's lock:

@@ -159,8 +159,13 @@ func (e *Engine) prepare(raw time.Time, ownerOf func(uint64) (string, bool), epo
 		var owners [len(chunk)]string
 		var oks [len(chunk)]bool
 		var x byte
-		for i, en := range chunk[:n] {
+		for _, en := range chunk[:n] {
 			x ^= en.Prefetch()
+		}
+		// What follows reads the entries, which the loop above asked for
+		// all at once.
+		for i, en := range chunk[:n] {
+			x ^= en.PrefetchPast()
 			owners[i], oks[i] = e.cfg.Central, true
 			if e.cfg.Central == "" {
 				owners[i], oks[i] = ownerOf(en.Hash())
@@ -649,13 +654,16 @@ func (e *Engine) acknowledge(owner string, seq uint64) {
 	}
 }
 
-// touch loads every entry refs name (counters.Entry.Prefetch), with no
-// lock in between, so that their loads from memory overlap before each is
+// touch loads every entry refs name (counters.Entry.Prefetch), then their
+// previous windows' slots (PrefetchPast), with no lock in between, so that their loads from memory overlap before each is
 // locked in turn.
 func touch(refs []ref) {
 	var x byte
 	for i := range refs {
 		x ^= refs[i].e.Prefetch()
+	}
+	for i := range refs {
+		x ^= refs[i].e.PrefetchPast()
 	}
 	runtime.KeepAlive(x)
 }
