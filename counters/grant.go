@@ -1,9 +1,6 @@
 package counters
 
-import (
-	"math"
-	"slices"
-)
+import "math"
 
 // grant computes origin r's new cap on its own estimate (its count in the
 // window, plus for sliding tiers its weighted previous window), so that the
@@ -89,13 +86,19 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		}
 	} else {
 		for _, s := range w.origins {
-			if _, in := mw.pos[s.name]; !in && s != r {
+			if s == r {
+				continue
+			}
+			if _, in := mw.pos[s.name]; !in {
 				firm += gc.est(s, prevOf(s.name))
 			}
 		}
 		if prev != nil {
 			for _, ps := range prev.origins {
-				if _, in := mw.pos[ps.name]; !in && w.find(ps.name) == nil {
+				if w.find(ps.name) != nil {
+					continue
+				}
+				if _, in := mw.pos[ps.name]; !in {
 					firm += weighted(ps.total(), gc.weight)
 				}
 			}
@@ -616,8 +619,13 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 		// each is one whose slot would say so: nothing reserved, nothing
 		// held, no demand (see othersQuiet). Their places get zero needs.
 		n := len(gc.mw.names)
-		ri, in := gc.mw.pos[r.name]
-		if !in {
+		q := &o.quiet
+		if !q.rKnown || q.rName != r.name {
+			q.rPos, q.rIn = gc.mw.pos[r.name]
+			q.rName, q.rKnown = r.name, true
+		}
+		ri := q.rPos
+		if !q.rIn {
 			ri = n
 		}
 		m := max(n, ri+1)
@@ -723,8 +731,13 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 
 // zeros returns s resliced (grown if need be) to n zeros.
 func zeros(s []int64, n int) []int64 {
-	s = slices.Grow(s[:0], n)[:n]
-	clear(s)
+	if cap(s) < n {
+		return make([]int64, n)
+	}
+	s = s[:n]
+	for i := range s {
+		s[i] = 0
+	}
 	return s
 }
 
@@ -748,6 +761,12 @@ type quietCache struct {
 	// state is quiet too, since tally takes no slot of the member a grant
 	// is for.
 	loud, one int
+	// rName is the origin of the last grant that used the cache, and rPos
+	// its place in the member window (rIn: it has one): a batch's grants
+	// are all for one origin.
+	rName       string
+	rPos        int
+	rIn, rKnown bool
 }
 
 // othersQuiet reports whether the members of gc's member window other than
