@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 	"unsafe"
+
+	"github.com/peerlimit/peerlimit/internal/prefetch"
 )
 
 // Report is what one origin tells a key's owner about one window, once per
@@ -825,18 +827,18 @@ func (o *Owner) touch(rs []Report) {
 	var x byte
 	for i := range rs {
 		if s := rs[i].Series; s != nil {
-			x ^= lines(unsafe.Pointer(s), unsafe.Sizeof(*s))
+			x ^= prefetch.Lines(unsafe.Pointer(s), unsafe.Sizeof(*s))
 		}
 	}
 	for i := range rs {
 		if s := rs[i].Series; s != nil && s.owner == o && len(s.wins) > 0 {
-			x ^= lines(unsafe.Pointer(unsafe.SliceData(s.wins)), uintptr(len(s.wins))*unsafe.Sizeof(s.wins[0]))
+			x ^= prefetch.Lines(unsafe.Pointer(unsafe.SliceData(s.wins)), uintptr(len(s.wins))*unsafe.Sizeof(s.wins[0]))
 		}
 	}
 	for i := range rs {
 		if s := rs[i].Series; s != nil && s.owner == o {
 			for _, w := range s.wins {
-				x ^= lines(unsafe.Pointer(w), unsafe.Sizeof(*w)) // the first origin's state with it
+				x ^= prefetch.Lines(unsafe.Pointer(w), unsafe.Sizeof(*w)) // the first origin's state with it
 			}
 		}
 	}
@@ -845,7 +847,7 @@ func (o *Owner) touch(rs []Report) {
 			for _, w := range s.wins {
 				if n := len(w.origins); n > 1 && n <= originsScan {
 					for _, st := range w.origins[1:] {
-						x ^= lines(unsafe.Pointer(st), unsafe.Sizeof(*st))
+						x ^= prefetch.Lines(unsafe.Pointer(st), unsafe.Sizeof(*st))
 					}
 				}
 			}

@@ -1,6 +1,10 @@
 package counters
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/peerlimit/peerlimit/internal/prefetch"
+)
 
 // Prefetch reads every cache line of the entry, and discards what it
 // read, without its lock, so that a caller about to lock many entries one
@@ -21,7 +25,7 @@ import "unsafe"
 //
 //go:norace
 func (e *Entry) Prefetch() byte {
-	return lines(unsafe.Pointer(e), unsafe.Sizeof(*e))
+	return prefetch.Lines(unsafe.Pointer(e), unsafe.Sizeof(*e))
 }
 
 // PrefetchPast reads every cache line of the entry's previous window's
@@ -30,7 +34,7 @@ func (e *Entry) Prefetch() byte {
 //go:norace
 func (e *Entry) PrefetchPast() byte {
 	if p := e.prev; p != nil {
-		return lines(unsafe.Pointer(p), unsafe.Sizeof(*p))
+		return prefetch.Lines(unsafe.Pointer(p), unsafe.Sizeof(*p))
 	}
 	return 0
 }

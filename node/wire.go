@@ -10,10 +10,13 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/peerlimit/peerlimit/counters"
 	"github.com/peerlimit/peerlimit/peerpb"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/peerlimit/peerlimit/internal/prefetch"
 )
 
 // The packed sync encoding (SyncRequest.session .. packed_count and
@@ -513,12 +516,12 @@ func (w *wireReport) place(keys []wireKey, atNs int64, pc *periods) error {
 	return nil
 }
 
-// touchKeys loads the keys of the reports ws, with no other work in
+// touchKeys asks for the keys of the reports ws, with no other work in
 // between, so that their loads from memory overlap (see decode).
 func touchKeys(keys []wireKey, ws []wireReport) {
-	var x time.Duration
+	var x byte
 	for i := range ws {
-		x ^= keys[ws[i].index].period
+		x ^= prefetch.Lines(unsafe.Pointer(&keys[ws[i].index]), unsafe.Sizeof(keys[0]))
 	}
 	runtime.KeepAlive(x)
 }

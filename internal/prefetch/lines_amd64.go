@@ -1,14 +1,14 @@
-package counters
+package prefetch
 
 import "unsafe"
 
-// lines asks the CPU to load every cache line of the size bytes at p
+// Lines asks the CPU to load every cache line of the size bytes at p
 // (PREFETCHT0, prefetch_amd64.s) and returns 0. Unlike a load, a prefetch
 // does not hold up the instructions after it until its line arrives, so
 // the caller goes on to the first object of a chunk while the others are
 // still on their way. An object need not start on a line: the lines of its
 // first and last bytes and every line in between are asked for.
-func lines(p unsafe.Pointer, size uintptr) byte {
+func Lines(p unsafe.Pointer, size uintptr) byte {
 	prefetch(p, size)
 	return 0
 }
