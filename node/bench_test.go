@@ -101,12 +101,16 @@ func BenchmarkSyncCost(b *testing.B) {
 			e := c.engines["n0"]
 			limits := make([][]counters.Limit, keys)
 			for i := range limits {
-				limits[i] = []counters.Limit{{Tenant: "org-" + strconv.Itoa(i), Endpoint: "/v1/p/*", Method: "GET", Period: 10 * time.Second, Threshold: 1 << 40}}
+				limits[i] = []counters.Limit{{Tenant: "org-" + strconv.Itoa(i), Endpoint: "/v1/p/*", Method: "GET", Period: time.Minute, Threshold: 1 << 40}}
 			}
-			// In the window after the one the membership began in (t0), so
-			// that the owners grant leases as in steady operation (in the
-			// first one they hold them back); it holds 40 intervals from here.
-			now := t0.Add(12 * time.Second)
+			// In the window after the one the membership began in (t0, 20 s
+			// into a minute), so that the owners grant leases as in steady
+			// operation (in the first one they hold them back); it holds 290
+			// intervals from here, so that no timed one rolls the window
+			// over. (Before 2026-11-27 the tier was 10 s and held 40: a
+			// faster build ran more iterations and crossed into the next
+			// window, timing its new owner windows and definitions.)
+			now := t0.Add(42 * time.Second)
 			take := func() {
 				for _, l := range limits { // every key active in the interval
 					e.Take(now, l, 1)
