@@ -149,24 +149,28 @@ func (e *Engine) prepare(raw time.Time, ownerOf func(uint64) (string, bool), epo
 		r.local = &e.localRound
 	}
 	// The series come a chunk at a time: the whole chunk's entries are
-	// loaded (counters.Entry.Prefetch) and their owners looked up first,
-	// with no lock in between, so that the loads of the entries from memory
+	// asked for from memory (counters.Entry.Prefetch) a chunk ahead, while
+	// the chunk before is worked on, and their owners looked up first, with
+	// no lock in between, so that the loads of the entries from memory
 	// overlap instead of each waiting for the last (a sync touches every
 	// series of a large table, few of which are in the CPU's caches). The
 	// windows this member owns are merged after each chunk, while their
 	// entries are still in the caches.
-	var chunk [32]*counters.Entry
-	n := 0
-	flush := func() {
-		var owners [len(chunk)]string
-		var oks [len(chunk)]bool
+	const chunkLen = 32
+	var chunks [2][chunkLen]*counters.Entry
+	fill, n, ready := 0, 0, 0 // filling chunks[fill] (n so far); chunks[fill^1][:ready] waits
+	ask := func(ens []*counters.Entry) {
 		var x byte
-		for _, en := range chunk[:n] {
+		for _, en := range ens {
 			x ^= en.Prefetch()
 		}
-		// What follows reads the entries, which the loop above asked for
-		// all at once.
-		for i, en := range chunk[:n] {
+		runtime.KeepAlive(x)
+	}
+	work := func(ens []*counters.Entry) {
+		var owners [chunkLen]string
+		var oks [chunkLen]bool
+		var x byte
+		for i, en := range ens {
 			x ^= en.PrefetchPast()
 			owners[i], oks[i] = e.cfg.Central, true
 			if e.cfg.Central == "" {
@@ -174,21 +178,29 @@ func (e *Engine) prepare(raw time.Time, ownerOf func(uint64) (string, bool), epo
 			}
 		}
 		runtime.KeepAlive(x)
-		r.touchDicts(chunk[:n], owners[:n], oks[:n])
-		for i, en := range chunk[:n] {
+		r.touchDicts(ens, owners[:len(ens)], oks[:len(ens)])
+		for i, en := range ens {
 			if oks[i] {
 				r.series(en, owners[i])
 			}
 		}
-		n = 0
 		if r.local != nil && len(r.local.refs) >= localChunk {
 			r.mergeLocal()
 		}
 	}
+	// flush works on every series added so far.
+	flush := func() {
+		ask(chunks[fill][:n])
+		work(chunks[fill^1][:ready])
+		work(chunks[fill][:n])
+		n, ready = 0, 0
+	}
 	add := func(en *counters.Entry) bool {
-		chunk[n] = en
-		if n++; n == len(chunk) {
-			flush()
+		chunks[fill][n] = en
+		if n++; n == chunkLen {
+			ask(chunks[fill][:n])
+			work(chunks[fill^1][:ready])
+			fill, n, ready = fill^1, 0, n
 		}
 		return true
 	}
