@@ -181,6 +181,11 @@ type link struct {
 	// (SyncRequest.ack_covers) until a full round is built.
 	uncovered atomic.Bool
 	packed    atomic.Bool // its last answer said it decodes the packed form
+	// reported is how many windows the last full round reported to it:
+	// the next one's batch is sized for as many (round.begin), so that an
+	// owner with more than an even share of the series does not grow its
+	// batch's buffers, kept from round to round, every round.
+	reported atomic.Int64
 }
 
 // NewEngine returns an engine that knows only itself.

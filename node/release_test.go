@@ -70,3 +70,38 @@ func TestReleasedBatchBuffersAreReused(t *testing.T) {
 		t.Fatalf("buffers reused %d times in 6 rounds, want at least 6", reused)
 	}
 }
+
+// TestSparesKeepTheLargest: once the kept buffers are full of small ones
+// (a table's first rounds, when it held few series), a larger released
+// buffer takes the smallest one's place, so that the rounds of the grown
+// table reuse their buffers instead of allocating them every round (the
+// keys-defined-over-time SyncCost row allocated 82 bytes per key per
+// interval, 28 once its large buffers were kept).
+func TestSparesKeepTheLargest(t *testing.T) {
+	var sp spares[byte]
+	for i := range spareKeep {
+		sp.put(make([]byte, 0, 100+i))
+	}
+	big := make([]byte, 0, 10_000)
+	sp.put(big)
+	got := sp.take(9_000)
+	if cap(got) != cap(big) || &got[:1][0] != &big[:1][0] {
+		t.Fatalf("take(9000) returned a buffer of capacity %d, not the kept one of %d", cap(got), cap(big))
+	}
+	if len(sp.kept) != spareKeep-1 {
+		t.Fatalf("%d kept after the take, want %d", len(sp.kept), spareKeep-1)
+	}
+	for _, k := range sp.kept {
+		if cap(k) == 100 {
+			t.Fatalf("the smallest buffer (100) is still kept: %d", cap(k))
+		}
+	}
+	// A smaller one than every kept buffer is not kept when full.
+	sp.put(make([]byte, 0, 10_000))
+	sp.put(make([]byte, 0, 50))
+	for _, k := range sp.kept {
+		if cap(k) == 50 {
+			t.Fatal("a buffer smaller than every kept one took a place")
+		}
+	}
+}

@@ -241,6 +241,9 @@ func (e *Engine) prepare(raw time.Time, ownerOf func(uint64) (string, bool), epo
 			b.enc.finish(b.Req)
 		}
 		l := r.links[b.Owner]
+		if full && l != nil {
+			l.reported.Store(int64(len(b.refs)))
+		}
 		switch {
 		case full && !b.partial:
 			// Every window this member holds a cap in: it covers its
@@ -462,11 +465,17 @@ func (r *round) ref(refs []ref, en *counters.Entry, s *counters.Slot) []ref {
 func (r *round) begin(owner string) *Batch {
 	e := r.e
 	b := &Batch{Owner: owner, Req: r.request(owner)}
-	b.refs = e.spare.refs.take(r.perOwner)
+	n := r.perOwner
+	if l := r.links[owner]; l != nil && r.full {
+		if last := int(l.reported.Load()); last > n {
+			n = min(last+last/16, e.cfg.MaxBatch)
+		}
+	}
+	b.refs = e.spare.refs.take(n)
 	if e.cfg.Central == "" && r.links[owner] != nil && r.links[owner].packed.Load() {
-		b.enc = e.newEncoder(owner, r.nowNs, r.perOwner)
+		b.enc = e.newEncoder(owner, r.nowNs, n)
 	} else {
-		b.Req.Reports = make([]*peerpb.Report, 0, r.perOwner)
+		b.Req.Reports = make([]*peerpb.Report, 0, n)
 	}
 	r.add(b)
 	return b
@@ -610,17 +619,31 @@ func (sp *spares[T]) take(n int) []T {
 }
 
 // put keeps b for a later take, emptied (so that it keeps nothing it
-// points to alive), unless enough are kept.
+// points to alive), unless enough larger ones are kept.
 func (sp *spares[T]) put(b []T) {
 	if cap(b) == 0 {
 		return
 	}
 	clear(b)
 	sp.mu.Lock()
+	defer sp.mu.Unlock()
 	if len(sp.kept) < spareKeep {
 		sp.kept = append(sp.kept, b[:0])
+		return
 	}
-	sp.mu.Unlock()
+	// Full: b takes the place of the smallest kept if it is larger, so
+	// that the buffers of a table that grew (rounds of a few series at
+	// first, of all of them later) do not hold every place and leave each
+	// round to allocate its batches anew.
+	small := 0
+	for i, k := range sp.kept {
+		if cap(k) < cap(sp.kept[small]) {
+			small = i
+		}
+	}
+	if cap(b) > cap(sp.kept[small]) {
+		sp.kept[small] = b[:0]
+	}
 }
 
 // Apply records an owner's answer to a batch.
