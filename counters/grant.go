@@ -746,7 +746,8 @@ func zeros(s []int64, n int) []int64 {
 // (outAtStart), the only thing of a member without states in a window and
 // the one before that adds to a grant there (see othersQuiet). It is taken
 // again when the membership or a contact record changes (ownerMembers.gen,
-// records), for another member window or start, and when the time crosses
+// records), for another member window or start (the zero value's window
+// is nil, which no grant's is), and when the time crosses
 // the start less Contact plus an interval (from, until), before which this
 // owner and a member without a record count as out of contact at the
 // start.
@@ -755,7 +756,6 @@ type quietCache struct {
 	start        int64
 	gen, records uint64
 	from, until  int64 // it holds for grants at now in [from, until)
-	valid        bool  // the cache was taken
 	// loud is how many members were out of contact at the start, and one
 	// of them (its place in the member window): a grant to that one's own
 	// state is quiet too, since tally takes no slot of the member a grant
@@ -795,7 +795,7 @@ func (o *Owner) othersQuiet(w, prev *ownerWindow, gc *grantContext, r *originSta
 	}
 	q := &o.quiet
 	m := &o.members
-	if !q.valid || q.mw != gc.mw || q.start != gc.start || q.gen != m.gen || q.records != m.records || gc.now < q.from || gc.now >= q.until {
+	if q.mw != gc.mw || q.start != gc.start || q.gen != m.gen || q.records != m.records || gc.now < q.from || gc.now >= q.until {
 		o.takeQuiet(gc)
 	}
 	return q.loud == 0 || (q.loud == 1 && gc.mw.names[q.one] == r.name)
@@ -807,7 +807,7 @@ func (o *Owner) othersQuiet(w, prev *ownerWindow, gc *grantContext, r *originSta
 func (o *Owner) takeQuiet(gc *grantContext) {
 	q := &o.quiet
 	m := &o.members
-	*q = quietCache{mw: gc.mw, start: gc.start, gen: m.gen, records: m.records, from: math.MinInt64, until: math.MaxInt64, valid: true}
+	*q = quietCache{mw: gc.mw, start: gc.start, gen: m.gen, records: m.records, from: math.MinInt64, until: math.MaxInt64}
 	edge := gc.start - int64(o.cfg.Contact) + int64(o.cfg.Interval)
 	if gc.now < edge {
 		// This owner itself and a member without a record were last in

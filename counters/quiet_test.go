@@ -81,7 +81,7 @@ func TestQuietGrantsMatchTheWalk(t *testing.T) {
 					if answers[0].HasGrant {
 						held[m+tenant] = answers[0]
 					}
-					if fast.quiet.valid && fast.quiet.loud == 0 {
+					if fast.quiet.mw != nil && fast.quiet.loud == 0 {
 						quiet++
 					}
 				}

@@ -177,25 +177,10 @@ func BenchmarkSyncCost(b *testing.B) {
 			// Not timed: the interval is n0's. (Before 2026-11-27 they were
 			// silent, and every grant took them for out of contact since
 			// before the window began, reserving their static shares.)
-			heartbeats := func(at time.Time, names ...string) {
-				for _, name := range names {
-					o := c.engines[name]
-					for _, bt := range o.Prepare(at) {
-						resp, err := c.engines[bt.Owner].Handle(at, bt.Req)
-						if err != nil {
-							b.Fatal(err)
-						}
-						if err := o.Apply(at, bt, resp); err != nil {
-							b.Fatal(err)
-						}
-						o.Release(bt)
-					}
-				}
-			}
 			// Every member synced since the membership began, n0 too
 			// before its keys came.
 			for at := t0; at.Before(now); at = at.Add(200 * time.Millisecond) {
-				heartbeats(at, "n0", "n1", "n2")
+				c.sync(at)
 			}
 			// The first intervals of a key's life are not timed: they create
 			// the owners' windows and define the key to its owner (the
@@ -214,7 +199,7 @@ func BenchmarkSyncCost(b *testing.B) {
 			}
 			for range 2 {
 				take()
-				heartbeats(now, "n1", "n2")
+				c.syncFrom(now, "n1", "n2")
 				interval()
 				now = now.Add(200 * time.Millisecond)
 			}
@@ -226,7 +211,7 @@ func BenchmarkSyncCost(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
 				take()
-				heartbeats(now, "n1", "n2")
+				c.syncFrom(now, "n1", "n2")
 				runtime.ReadMemStats(&ms)
 				m0, h0 := ms.Mallocs, ms.TotalAlloc
 				c0 := cputime.Self()

@@ -215,7 +215,7 @@ func chargedTo(ws int64, after time.Time, d counters.Decision, limits int, perio
 		return ws
 	}
 	end := after.Add(d.Reset).UnixNano()
-	return (end+period/2)/period*period - period
+	return counters.WindowStart(end+period/2, period) - period
 }
 
 // TestClusterPoliciesUnderOverload: round-robin load at 2x the limit over a

@@ -65,7 +65,12 @@ func (c *cluster) setMembers(now time.Time, names ...string) {
 // sync runs one interval on every engine: every batch is delivered unless
 // the pair is cut, in which case the call fails.
 func (c *cluster) sync(now time.Time) (calls int) {
-	for _, name := range c.names {
+	return c.syncFrom(now, c.names...)
+}
+
+// syncFrom is sync on the named engines only.
+func (c *cluster) syncFrom(now time.Time, names ...string) (calls int) {
+	for _, name := range names {
 		e := c.engines[name]
 		for _, b := range e.Prepare(now) {
 			calls++

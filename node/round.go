@@ -11,10 +11,9 @@ import (
 	"unsafe"
 
 	"github.com/peerlimit/peerlimit/counters"
+	"github.com/peerlimit/peerlimit/internal/prefetch"
 	"github.com/peerlimit/peerlimit/peerpb"
 	"github.com/peerlimit/peerlimit/ring"
-
-	"github.com/peerlimit/peerlimit/internal/prefetch"
 )
 
 // Batch is one sync call to one owner: what Prepare built, to be sent, and
@@ -265,11 +264,11 @@ func (e *Engine) prepare(raw time.Time, ownerOf func(uint64) (string, bool), epo
 // touchDicts asks for the dictionary slots the entries ens were defined at
 // for their owners (the encoder's check that an entry is defined in its
 // owner's dictionary, and this member's own with its owner's handle), with
-// no other work in between, so that their loads from memory overlap: a table's order is
-// not the order its series were first sent in, and one at a time each
-// waited for its memory (in TestMillionTenants, 8% of a process's sync
-// CPU). The indexes are read without the entries' locks (WireHint): one
-// that is stale loads a slot for nothing.
+// no other work in between, so that their loads from memory overlap: a
+// table's order is not the order its series were first sent in, and one
+// at a time each waited for its memory (in TestMillionTenants, 8% of a
+// process's sync CPU). The indexes are read without the entries' locks
+// (WireHint): one that is stale asks for a slot for nothing.
 func (r *round) touchDicts(ens []*counters.Entry, owners []string, oks []bool) {
 	var x byte
 	for i, en := range ens {
@@ -693,9 +692,9 @@ func (e *Engine) acknowledge(owner string, seq uint64) {
 	}
 }
 
-// touch loads every entry refs name (counters.Entry.Prefetch), then their
-// previous windows' slots (PrefetchPast), with no lock in between, so that their loads from memory overlap before each is
-// locked in turn.
+// touch asks for every entry refs name (counters.Entry.Prefetch), then
+// their previous windows' slots (PrefetchPast), with no lock in between,
+// so that their loads from memory overlap before each is locked in turn.
 func touch(refs []ref) {
 	var x byte
 	for i := range refs {

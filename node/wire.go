@@ -13,10 +13,9 @@ import (
 	"unsafe"
 
 	"github.com/peerlimit/peerlimit/counters"
+	"github.com/peerlimit/peerlimit/internal/prefetch"
 	"github.com/peerlimit/peerlimit/peerpb"
 	"google.golang.org/protobuf/encoding/protowire"
-
-	"github.com/peerlimit/peerlimit/internal/prefetch"
 )
 
 // The packed sync encoding (SyncRequest.session .. packed_count and
@@ -454,7 +453,7 @@ func (c *periods) of(atNs, p int64) (at, max int64) {
 // against a dictionary of n keys and the request's names names, checking
 // what validReport checks of the unpacked form except the window, which
 // place works out from its key's period. decodeChunk decodes a chunk of
-// reports, loads their keys together (touchKeys), then places them: a
+// reports, asks for their keys together (touchKeys), then places them: a
 // batch's series come in the sender's table order, not in the order it
 // defined them, so that each key is a load from memory, and loaded one
 // report at a time they waited for it in turn (in TestMillionTenants,
@@ -514,6 +513,25 @@ func (w *wireReport) place(keys []wireKey, atNs int64, pc *periods) error {
 	}
 	w.start = k * p
 	return nil
+}
+
+// report fills rep (in place: see readTotal) with the decoded report w of
+// key k, in the request req.
+func (w *wireReport) report(rep *counters.Report, k *wireKey, req *peerpb.SyncRequest) {
+	*rep = counters.Report{}
+	rep.Key.Tenant, rep.Key.Endpoint, rep.Key.Method = k.tenant, k.endpoint, k.method
+	rep.Key.Period, rep.Key.WindowStart = k.period, w.start
+	rep.Threshold, rep.Algorithm = k.threshold, k.alg
+	rep.Own, rep.Demand, rep.Ack, rep.Final = w.own, w.demand, req.Ack, req.Leaving
+	rep.Cap, rep.HasGrant, rep.Carry = w.cap, w.hasGrant, w.carry
+	rep.KnownGlobal, rep.KnownAcked = w.known, w.acked
+	rep.Series = k.series
+	if w.knownFrom > 0 {
+		rep.KnownFrom, rep.KnownFromIncarnation = req.Names[w.knownFrom-1], req.NameIncarnations[w.knownFrom-1]
+	}
+	if w.capFrom > 0 {
+		rep.CapFrom, rep.CapFromIncarnation = req.Names[w.capFrom-1], req.NameIncarnations[w.capFrom-1]
+	}
 }
 
 // touchKeys asks for the keys of the reports ws, with no other work in
@@ -628,41 +646,23 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 	// The reports go to the owner a chunk at a time (Owner.ReportAll).
 	var reps [len(ws)]counters.Report
 	var ans [len(ws)]counters.Answer
-	var ks [len(ws)]*wireKey
 	for i := 0; i < int(req.PackedCount); i += len(ws) {
 		chunk := ws[:min(len(ws), int(req.PackedCount)-i)]
 		decodeChunk(&r, &prev, keys, req.AtNs, len(req.Names), chunk, &pc) // checked above
 		for j := range chunk {
-			w := &chunk[j]
-			k := &keys[w.index]
-			// Filled in place (see readTotal).
-			rep := &reps[j]
-			*rep = counters.Report{}
-			rep.Key.Tenant, rep.Key.Endpoint, rep.Key.Method = k.tenant, k.endpoint, k.method
-			rep.Key.Period, rep.Key.WindowStart = k.period, w.start
-			rep.Threshold, rep.Algorithm = k.threshold, k.alg
-			rep.Own, rep.Demand, rep.Ack, rep.Final = w.own, w.demand, req.Ack, req.Leaving
-			rep.Cap, rep.HasGrant, rep.Carry = w.cap, w.hasGrant, w.carry
-			rep.KnownGlobal, rep.KnownAcked = w.known, w.acked
-			rep.Series = k.series
-			if w.knownFrom > 0 {
-				rep.KnownFrom, rep.KnownFromIncarnation = req.Names[w.knownFrom-1], req.NameIncarnations[w.knownFrom-1]
-			}
-			if w.capFrom > 0 {
-				rep.CapFrom, rep.CapFromIncarnation = req.Names[w.capFrom-1], req.NameIncarnations[w.capFrom-1]
-			}
+			k := &keys[chunk[j].index]
+			chunk[j].report(&reps[j], k, req)
 			if e.cfg.Central == "" {
 				owner, _ := e.ring.Owner(k.hash)
-				if rep.Stray = owner != e.cfg.Name; rep.Stray {
+				if reps[j].Stray = owner != e.cfg.Name; reps[j].Stray {
 					stray(resp, i+j, owner)
 				}
 			}
-			ks[j] = k
 		}
 		n := len(chunk)
 		e.owner.ReportAll(now, d.name, req.Incarnation, reps[:n], ans[:n])
 		for j := range reps[:n] {
-			ks[j].series = reps[j].Series
+			keys[chunk[j].index].series = reps[j].Series
 			out = appendTotal(out, reps[j].Own, ans[j])
 		}
 		clear(reps[:n]) // keeps no strings or series alive
