@@ -312,6 +312,7 @@ type grantContext struct {
 	contactT         int64
 	lostBefore       int64
 	takeBack         bool
+	deadOK           bool // the members found stopped stay so (SetDead, SetMajority)
 	inherited, owned bool
 	otherSide        bool // see sideBound
 	// cutSide: a member that lost contact with this owner during the
@@ -351,6 +352,7 @@ func (o *Owner) grantContext(gc *grantContext, now int64, key Key, w *ownerWindo
 	// reach a majority itself, and fall back to its static share for
 	// this owner's keys.
 	gc.takeBack = o.cfg.Majority && o.majority
+	gc.deadOK = o.majority
 	gc.lostBefore = key.WindowStart - int64(o.cfg.Term) - gc.contactT
 	// Another owner granted caps in this window if a member reports holding
 	// one: this owner took the window over (or the membership was split).
@@ -443,7 +445,7 @@ type slotsKey struct {
 	prev                       *ownerWindow
 	threshold                  int64
 	inherited, owned, takeBack bool
-	otherSide                  bool
+	otherSide, deadOK          bool
 }
 
 // slotsFor returns the member slots kept in a window's view for gc. They
@@ -453,7 +455,7 @@ type slotsKey struct {
 func (o *Owner) slotsFor(view *windowView, gc *grantContext) *windowSlots {
 	sl := &view.slots
 	sl.gc = *gc // refreshSlot takes slots with it
-	key := slotsKey{gc.mw, o.members.gen, view.prev, gc.threshold, gc.inherited, gc.owned, gc.takeBack, gc.otherSide}
+	key := slotsKey{gc.mw, o.members.gen, view.prev, gc.threshold, gc.inherited, gc.owned, gc.takeBack, gc.otherSide, gc.deadOK}
 	if sl.taken == key {
 		return sl
 	}
@@ -536,6 +538,15 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 	}
 	sl.away = !inContact
 	c := contactBefore(cr, gc.start, gc.now)
+	if d := o.members.deadAt[at]; d > 0 && gc.deadOK && !inContact && !alive && d+int64(o.cfg.Interval) <= gc.start {
+		// It had stopped before the window began (an interval's slack
+		// for the members' clocks): it holds nothing here and spends
+		// nothing, so only its counts stay (SetDead).
+		if s != nil {
+			sl.kind = slotFirm
+		}
+		return
+	}
 	if gc.takeBack && !inContact && !alive && c < gc.lostBefore {
 		sl.static = SafeShare(gc.threshold, gc.n, i, gc.hash, o.cfg.SafeShare)
 		if s != nil {

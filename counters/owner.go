@@ -229,6 +229,9 @@ type Owner struct {
 	// prevRun is when an earlier run of this member was last heard from
 	// (Unix ns), 0 if none is known (see PreviousRun).
 	prevRun int64
+	// dead maps the members known to have stopped to when that was known
+	// (Unix ns): see SetDead.
+	dead    map[string]int64
 	dropped uint64
 	scratch grantScratch
 	quiet   quietCache
@@ -252,6 +255,9 @@ type ownerMembers struct {
 	index   map[string]int
 	isAlive []bool
 	contact []*contact
+	// deadAt is, by place, when the member was known to have stopped
+	// (Unix ns; 0: it was not). See SetDead.
+	deadAt []int64
 	// changedAt is when the set of alive members last changed (Unix ns),
 	// leftAt when a member last left gracefully (it went out of view
 	// without counting as gone).
@@ -675,11 +681,17 @@ func (o *Owner) SetMembers(now time.Time, alive []string, gone map[string]int64)
 	sort.Strings(m.sorted)
 	m.index = make(map[string]int, len(m.sorted))
 	m.isAlive = make([]bool, len(m.sorted))
+	m.deadAt = make([]int64, len(m.sorted))
 	for i, name := range m.sorted {
 		m.index[name] = i
 		m.isAlive[i] = m.alive[name]
 	}
 	o.mu.Lock()
+	for i, name := range m.sorted {
+		if !m.alive[name] {
+			m.deadAt[i] = o.dead[name]
+		}
+	}
 	if o.firstView == 0 {
 		o.firstView = now.UnixNano()
 	}
@@ -708,6 +720,23 @@ func (o *Owner) SetMembers(now time.Time, alive []string, gone map[string]int64)
 			o.members.contact[i], c.at = c, i
 		}
 	}
+	o.mu.Unlock()
+}
+
+// SetDead tells the owner which members are known to have stopped, and
+// since when (Unix ns): their process no longer listens (the node's dial
+// was refused) and none of them was heard from since. A dead member admits
+// nothing in a window that begins after that, so the owner reserves for it
+// there only what it counted, not the cap it could have carried nor the
+// static share it could have fallen back to: the survivors of a crash get
+// its budget from the next window on, where a member merely out of reach
+// (a partition) is reserved for ReserveWindows windows or the majority
+// rule's term. In the window it stopped in it is reserved as before (what
+// it held). It takes effect at the next SetMembers, for the members that
+// are not alive there; the map is copied.
+func (o *Owner) SetDead(dead map[string]int64) {
+	o.mu.Lock()
+	o.dead = maps.Clone(dead)
 	o.mu.Unlock()
 }
 
@@ -747,8 +776,9 @@ func (o *Owner) PreviousRun(at time.Time) {
 }
 
 // SetMajority tells the owner whether its node reaches a majority of the
-// members it knew recently (the majority rule, OwnerConfig.Majority): only
-// then does it take back the budget of the members it cannot reach.
+// members it knew recently: only then does it take back the budget of the
+// members it cannot reach (the majority rule, OwnerConfig.Majority), and
+// of those found stopped (SetDead), under either rule.
 func (o *Owner) SetMajority(ok bool) {
 	o.mu.Lock()
 	o.majority = ok

@@ -133,6 +133,17 @@ type Config struct {
 
 	// Dialer, if set, dials peers (tests use it to cut the network).
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
+	// IgnoreRefusals: a peer that refuses connections (nothing listens at
+	// its gRPC address) is not taken for stopped. By default it is: its
+	// process crashed or was killed, so it admits nothing, and the
+	// survivors take its budget back from the next window on instead of
+	// reserving it for ReserveWindows windows or QuorumTerm
+	// (Engine.Refused). Set this where firewalls between the members
+	// reject packets (iptables REJECT, a TCP reset) instead of dropping
+	// them: a member cut off that way would be taken for stopped while it
+	// still serves its clients, and the cluster would over-admit by its
+	// share.
+	IgnoreRefusals bool
 
 	// MaxMessageBytes bounds a sync message in both directions. Default
 	// 16 MiB (about 250,000 reports).

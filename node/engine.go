@@ -139,8 +139,17 @@ type Engine struct {
 	alive    []string         // sorted, includes self
 	lastSeen map[string]int64 // every member ever seen, last seen alive (Unix ns)
 	departed map[string]bool  // members that announced a graceful leave
-	runsMu   sync.Mutex
-	runs     map[string]runSeen // the runs of the members heard from (noteRun)
+	// dead maps the members whose process was found stopped (Refused) to
+	// when, until they are heard from again; given is the alive list
+	// SetMembers last gave, which the view takes them out of. nDead is
+	// len(dead), for Handle to read without the lock.
+	dead  map[string]int64
+	given []string
+	nDead atomic.Int32
+	// viewMu makes the changes of the view (setMembers) one at a time.
+	viewMu sync.Mutex
+	runsMu sync.Mutex
+	runs   map[string]runSeen // the runs of the members heard from (noteRun)
 	// minority is when this member could not reach a majority (the
 	// majority rule), newest last; installed is what the table has.
 	minority, installed []counters.MinoritySpan
@@ -247,6 +256,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		contact:  contact,
 		lastSeen: map[string]int64{},
 		departed: map[string]bool{},
+		dead:     map[string]int64{},
 		runs:     map[string]runSeen{},
 		dicts:    map[string]*sendDict{},
 		recv:     map[string]*recvDict{},
@@ -315,12 +325,69 @@ func (e *Engine) TakeAgain(now time.Time, limits []counters.Limit, cost int64) (
 // behind a partition) and the owner's reserves.
 func (e *Engine) SetMembers(now time.Time, alive []string) {
 	now = e.clock.at(now)
+	e.mu.Lock()
+	e.given = slices.Clone(alive)
+	e.mu.Unlock()
 	e.setMembers(now, alive, true)
+}
+
+// Refused tells the engine that a connection to member name was refused
+// at now: nothing listens at its address, so its process has stopped (a
+// crash, a kill) and admits nothing any more. Unless name is heard from
+// again, the view leaves it out at once (its series get a new owner
+// without waiting for the gossip to notice), and owners reserve nothing
+// for it in the windows that begin from now on (counters.Owner.SetDead):
+// the survivors get its budget in the next window, not after
+// ReserveWindows or the majority rule's term. Only a member this one has
+// heard from counts (one that joins refuses calls until it serves); a
+// message from it afterwards (it was not stopped, or it restarted) takes
+// it back. A firewall that rejects instead of dropping makes a member cut
+// off look stopped: Config.IgnoreRefusals. Lease policy only: under the
+// others a member sends batches only to owners, so a restarted member
+// whose series this one does not own would never be heard from.
+func (e *Engine) Refused(now time.Time, name string) {
+	if name == e.cfg.Name || e.cfg.Policy != PolicyLease || e.cfg.Central != "" {
+		return // only the lease policy sends every member a batch each interval, and so hears of a restart
+	}
+	now = e.clock.at(now)
+	e.runsMu.Lock()
+	_, heard := e.runs[name]
+	e.runsMu.Unlock()
+	e.mu.Lock()
+	_, known := e.lastSeen[name]
+	_, already := e.dead[name]
+	if !heard || !known || already || e.departed[name] || len(e.dead) >= MaxMembers {
+		e.mu.Unlock()
+		return
+	}
+	e.dead[name] = now.UnixNano()
+	e.nDead.Store(int32(len(e.dead)))
+	given := slices.Clone(e.given)
+	e.mu.Unlock()
+	e.setMembers(now, given, true)
+}
+
+// heardFrom takes member name back if it was found stopped (Refused).
+func (e *Engine) heardFrom(now time.Time, name string) {
+	if e.nDead.Load() == 0 {
+		return
+	}
+	e.mu.Lock()
+	_, was := e.dead[name]
+	delete(e.dead, name)
+	e.nDead.Store(int32(len(e.dead)))
+	given := slices.Clone(e.given)
+	e.mu.Unlock()
+	if was {
+		e.setMembers(now, given, true)
+	}
 }
 
 // setMembers is SetMembers; held says the view is one this member holds
 // from now on, whose ownership the owner records (counters.Owner.SetOwnership).
 func (e *Engine) setMembers(now time.Time, alive []string, held bool) {
+	e.viewMu.Lock()
+	defer e.viewMu.Unlock()
 	nowNs := now.UnixNano()
 	a := slices.Clone(alive)
 	if !slices.Contains(a, e.cfg.Name) {
@@ -330,6 +397,7 @@ func (e *Engine) setMembers(now time.Time, alive []string, held bool) {
 	a = slices.Compact(a)
 
 	e.mu.Lock()
+	a = slices.DeleteFunc(a, func(m string) bool { _, d := e.dead[m]; return d })
 	// Members leaving the view were alive until now; members in it are alive.
 	for _, m := range e.alive {
 		e.lastSeen[m] = nowNs
@@ -340,7 +408,7 @@ func (e *Engine) setMembers(now time.Time, alive []string, held bool) {
 		}
 		e.lastSeen[m] = nowNs
 	}
-	gone := map[string]int64{}
+	gone, dead := map[string]int64{}, map[string]int64{}
 	recent := slices.Clone(a)
 	for m, t := range e.lastSeen {
 		if slices.Contains(a, m) {
@@ -353,9 +421,13 @@ func (e *Engine) setMembers(now time.Time, alive []string, held bool) {
 		}
 		if nowNs-t > e.memory() { // long gone: forget (bounded memory)
 			delete(e.lastSeen, m)
+			delete(e.dead, m)
 			continue
 		}
 		gone[m] = t
+		if d, ok := e.dead[m]; ok {
+			dead[m] = d
+		}
 		// Static shares count the members that may still be serving: those
 		// seen within MaxPeriod, or under the majority rule every member
 		// remembered, which the owners reserve for.
@@ -363,11 +435,13 @@ func (e *Engine) setMembers(now time.Time, alive []string, held bool) {
 			recent = append(recent, m)
 		}
 	}
+	e.nDead.Store(int32(len(e.dead)))
 	e.mu.Unlock()
 
 	sort.Strings(recent)
 	e.ring.Set(a)
 	e.table.SetShare(len(recent), slices.Index(recent, e.cfg.Name))
+	e.owner.SetDead(dead)
 	e.owner.SetMembers(now, a, gone)
 	if held {
 		owner, self := e.ring.OwnerFunc(), e.cfg.Name
@@ -438,6 +512,9 @@ func (e *Engine) isMember(name string) bool {
 // adds every report to the owner's totals and returns one total per report.
 func (e *Engine) Handle(now time.Time, req *peerpb.SyncRequest) (*peerpb.SyncResponse, error) {
 	at := e.clock.at(now)
+	if req != nil && req.Origin != e.cfg.Name {
+		e.heardFrom(at, req.Origin)
+	}
 	resp, err := e.handle(at, req)
 	if resp != nil {
 		resp.Clock = now.UnixNano() // this member's own clock, for the sender's estimate

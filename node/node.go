@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/peerlimit/peerlimit/counters"
@@ -526,18 +527,32 @@ func (n *Node) peer(name string) (*peer, error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(n.cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(n.cfg.MaxMessageBytes)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
 	}
-	target := addr
-	if n.cfg.Dialer != nil {
-		opts = append(opts, grpc.WithContextDialer(n.cfg.Dialer))
-		target = "passthrough:///" + addr
-	}
-	conn, err := grpc.NewClient(target, opts...)
+	opts = append(opts, grpc.WithContextDialer(n.dialer(name)))
+	conn, err := grpc.NewClient("passthrough:///"+addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("node: dial %s (%s): %w", name, addr, err)
 	}
 	p := &peer{addr: addr, conn: conn, client: peerpb.NewPeerClient(conn)}
 	n.peers[name] = p
 	return p, nil
+}
+
+// dialer dials member name's gRPC address with Config.Dialer (or TCP),
+// and tells the engine when the connection is refused: nothing listens
+// there, so the member's process has stopped (Engine.Refused).
+func (n *Node) dialer(name string) func(ctx context.Context, addr string) (net.Conn, error) {
+	dial := n.cfg.Dialer
+	if dial == nil {
+		var d net.Dialer
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		c, err := dial(ctx, addr)
+		if err != nil && !n.cfg.IgnoreRefusals && errors.Is(err, syscall.ECONNREFUSED) {
+			n.engine.Refused(n.cfg.Clock(), name)
+		}
+		return c, err
+	}
 }
 
 func (n *Node) syncLoop() {

@@ -78,18 +78,26 @@ func (e *Engine) quorum(now int64) (bool, int64) {
 	return now-at < int64(e.contact), at
 }
 
-// updateQuorum applies the majority rule at now (PartitionMajority): it
-// records when this member lost its majority, restricts the windows that
-// begin a term later to the safe share (counters.Table.SetMinority), and
-// tells the owner whether it may take back the budget of the members it
-// cannot reach.
+// updateQuorum tells the owner whether this member reaches a majority at
+// now, and under the majority rule (PartitionMajority) records when it
+// lost it and restricts the windows that begin a term later to the safe
+// share (counters.Table.SetMinority).
 func (e *Engine) updateQuorum(now time.Time) {
-	if e.cfg.Partition != PartitionMajority || e.cfg.Policy != PolicyLease || e.cfg.Central != "" {
+	if e.cfg.Policy != PolicyLease || e.cfg.Central != "" {
 		return
 	}
 	nowNs := now.UnixNano()
 	e.mu.Lock()
 	ok, at := e.quorum(nowNs)
+	if e.cfg.Partition != PartitionMajority {
+		// Under either rule, the owner trusts that a member found stopped
+		// (Refused) stays stopped only while it reaches a majority: a
+		// side cut off from most of the cluster would not hear of its
+		// restart on the other side (sim/testdata/restart-unseen).
+		e.mu.Unlock()
+		e.owner.SetMajority(ok)
+		return
+	}
 	spans := e.minority
 	last := len(spans) - 1
 	open := last >= 0 && spans[last].Until == math.MaxInt64

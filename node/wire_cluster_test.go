@@ -108,6 +108,19 @@ func TestClusterWireResynchronises(t *testing.T) {
 	victim.Kill()
 	live = slices.Delete(live, 2, 3)
 	c.waitMembers(10*time.Second, live...)
+	// The engines leave the victim out as soon as a call to it is refused
+	// (Engine.Refused); the gossip takes longer, and a new run under the
+	// same name is refused until it has declared the old one dead.
+	waitFor(t, 10*time.Second, "the gossip to forget "+victim.Name(), func() bool {
+		for _, n := range live {
+			for _, m := range n.Members() {
+				if m.Name == victim.Name() {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	live = append(live, c.add(victim.Name(), opts))
 	slices.SortFunc(live, func(a, b *Node) int { return strings.Compare(a.Name(), b.Name()) })
 	c.waitMembers(20*time.Second, live...)

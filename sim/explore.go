@@ -347,12 +347,16 @@ func families(ref *reference, w Window, cls []Class) (fs [numFamilies]bool) {
 type Cause int
 
 const (
-	// CauseCrash: a member crashed at most the reserve horizon (the
-	// default ReserveWindows periods, at least the default ReserveMin) plus
-	// the detect delay before the window ended. The reserve rule keeps a
-	// lost member's share, since a crash looks like a partition; the
-	// reference gives it to the survivors once they notice.
-	CauseCrash Cause = iota
+	// CauseCrashHost: a member crashed with its host (Event.Host) at most
+	// the reserve horizon (the default ReserveWindows periods, at least the
+	// default ReserveMin) plus the detect delay before the window ended.
+	// The reserve rule keeps a lost member's share, since such a crash
+	// looks like a partition; the reference gives it to the survivors once
+	// they notice.
+	CauseCrashHost Cause = iota
+	// CauseCrash: the same with only the member's process crashing, whose
+	// host refuses the calls to it (node.Engine.Refused).
+	CauseCrash
 	// CausePartition: the membership was split in sides (a partition or
 	// cut, or its heal not yet noticed) at some moment of the window, as
 	// the reference has it (membershipSegments).
@@ -370,7 +374,8 @@ const (
 )
 
 var causeNames = [numCauses]string{
-	CauseCrash:      "a crash within the reserve horizon",
+	CauseCrashHost:  "a crash with its host within the reserve horizon",
+	CauseCrash:      "a process crash within the reserve horizon",
 	CausePartition:  "a partition or cut, or its heal not yet noticed",
 	CauseMembership: "a member joining, leaving or restarting",
 	CauseCalmSmall:  "no fault near it, a limit under 20",
@@ -390,12 +395,14 @@ func causeOf(ref *reference, w Window) Cause {
 	end := start + int64(tier.Period)
 	detect := int64(sc.Detect + sc.DetectJitter)
 	horizon := max(counters.DefaultReserveWindows*int64(tier.Period), int64(counters.DefaultReserveMin)) + detect
-	var crash, cut, member bool
+	var crash, host, cut, member bool
 	for _, ev := range sc.Timeline {
 		at := int64(ev.At)
 		switch ev.Kind {
 		case "crash":
-			crash = crash || (at < end && at+horizon > start)
+			near := at < end && at+horizon > start
+			crash = crash || near
+			host = host || (near && ev.Host)
 		case "join", "leave", "restart":
 			member = member || (at < end && at+2*detect > start)
 		}
@@ -404,6 +411,8 @@ func causeOf(ref *reference, w Window) Cause {
 		cut = cut || len(seg.sides) > 1
 	}
 	switch {
+	case host:
+		return CauseCrashHost
 	case crash:
 		return CauseCrash
 	case cut:

@@ -449,6 +449,7 @@ func TestCauseOf(t *testing.T) {
 		{"calm, small", "", "s1/10s", 20, 10, CauseCalmSmall},
 		{"calm, short", "", "s1/1s", 20, 100, CauseCalmShort},
 		{"crash within the horizon", "at 5s crash n1\n", "s1/10s", 30, 100, CauseCrash},
+		{"host crash within the horizon", "at 5s crash n1 host\n", "s1/10s", 30, 100, CauseCrashHost},
 		{"crash past the horizon", "at 5s crash n1\n", "s1/10s", 40, 100, CauseCalm},
 		{"crash after the window", "at 35s crash n1\n", "s1/10s", 20, 100, CauseCalm},
 		{"partition in it", "at 25s partition n0 | n1,n2,n3\nat 45s heal\n", "s1/10s", 20, 100, CausePartition},

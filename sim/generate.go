@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -499,6 +500,16 @@ func (g *gen) crash(t time.Duration) {
 		}
 	}
 	m.down = append(m.down, [2]time.Duration{t, end})
+	// Half the crashes take the host down with the member (its calls go
+	// unanswered), half only its process (its host refuses them). Drawn
+	// from a hash of the member and the time, not the generator, so that
+	// the rest of the scenario is what it was before crashes had a kind.
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s@%d", m.name, t)
+	if h.Sum64()&1 == 1 {
+		target += " host"
+		d += " (with its host)"
+	}
 	g.event(t, "crash "+target)
 	g.faultsDesc = append(g.faultsDesc, d)
 }

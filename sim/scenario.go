@@ -197,6 +197,11 @@ type Event struct {
 	Kind string
 	// Name is the member concerned (crash, restart, join, leave).
 	Name string
+	// Host (crash): the member's host went down with it, so calls to it
+	// go unanswered until they time out. Otherwise only its process
+	// stopped (a kill, a panic, an OOM kill): its host refuses the calls
+	// at once, and the members take it for stopped (node.Engine.Refused).
+	Host bool
 	// Groups are the sides of a partition; "store" may appear in one (the
 	// central store; default: with the first group). For a cut, the
 	// senders and the receivers whose messages are dropped.
@@ -707,7 +712,15 @@ func (p *parser) at(args []string) error {
 		if !ok || len(ev.Groups[0]) == 0 || len(ev.Groups[1]) == 0 {
 			return fmt.Errorf("want cut A,B -> C (messages from A and B to C are dropped)")
 		}
-	case EvCrash, EvRestart, EvJoin, EvLeave:
+	case EvCrash:
+		if len(rest) == 2 && rest[1] == "host" {
+			ev.Host, rest = true, rest[:1]
+		}
+		if len(rest) != 1 {
+			return fmt.Errorf("want crash NAME [host]")
+		}
+		ev.Name = rest[0]
+	case EvRestart, EvJoin, EvLeave:
 		if len(rest) != 1 {
 			return fmt.Errorf("want %s NAME", ev.Kind)
 		}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -183,6 +184,9 @@ type instance struct {
 	inc     uint64 // incarnation of the running engine
 	offset  int64  // clock skew, ns
 	group   int    // partition side; 0 when healed
+	// hostDown: it crashed with its host (Event.Host), so calls to it go
+	// unanswered; a member down otherwise refuses them (errRefused).
+	hostDown bool
 
 	eng   *node.Engine    // optimistic, static, lease
 	tab   *counters.Table // central
@@ -234,6 +238,10 @@ type flight struct {
 	sentOwn int64
 	demand  int64
 }
+
+// errRefused answers a call to a member whose process stopped on a host
+// that is up: the connection is refused.
+var errRefused = errors.New("sim: connection refused")
 
 type message struct {
 	resp   bool
@@ -351,7 +359,7 @@ func (w *world) newInstance(name string) *instance {
 // seed before serving, so it knows the members on its side at once; the
 // others learn about it after the notify delay (when announce is set).
 func (w *world) start(in *instance, announce bool) error {
-	in.up = true
+	in.up, in.hostDown = true, false
 	in.leaving = 0
 	in.gen++
 	in.inc = max(in.inc+1, uint64(base+w.vt))
@@ -771,8 +779,10 @@ func (w *world) send(m *message) {
 	}
 	size := int64(w.size(m))
 	for c := 0; c < copies; c++ {
-		w.messages++
-		w.bytes += size
+		if m.err != errRefused { // a refusal is the host's reset, not a message
+			w.messages++
+			w.bytes += size
+		}
 		if m.to == nil || m.from.group != m.to.group || w.drop[[2]string{m.from.name, m.to.name}] {
 			w.stats.Cut++
 			continue
@@ -823,8 +833,11 @@ func (w *world) deliver(m *message) {
 				w.stats.Rejected++
 			}
 			w.send(&message{resp: true, from: m.to, to: m.from, flight: m.flight, answer: ans, err: err})
+		case !m.to.hostDown && m.flight.batch != nil:
+			// Its host answers for it: nothing listens there.
+			w.send(&message{resp: true, from: m.to, to: m.from, flight: m.flight, err: errRefused})
 		}
-		return // a request to a member that is down is lost
+		return // a request to a member whose host is down is lost
 	}
 	f := m.flight
 	in := f.inst
@@ -834,6 +847,9 @@ func (w *world) deliver(m *message) {
 	f.done = true
 	switch {
 	case m.err != nil:
+		if m.err == errRefused {
+			in.eng.Refused(in.now(), m.from.name)
+		}
 		w.fail(f)
 	case f.batch != nil:
 		in.eng.CallAnswered(f.batch, time.Duration(w.vt-f.sentAt))
@@ -970,6 +986,7 @@ func (w *world) fault(ev *Event) error {
 	case EvCrash:
 		if in := w.byName[ev.Name]; in.up {
 			w.stop(in, detect, false)
+			in.hostDown = ev.Host
 		}
 	case EvLeave:
 		if in := w.byName[ev.Name]; in.up && in.leaving == 0 {
