@@ -541,7 +541,12 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 	if d := o.members.deadAt[at]; d > 0 && gc.deadOK && !inContact && !alive && d+int64(o.cfg.Interval) <= gc.start {
 		// It had stopped before the window began (an interval's slack
 		// for the members' clocks): it holds nothing here and spends
-		// nothing, so only its counts stay (SetDead).
+		// nothing, so only its counts stay (SetDead). On a sliding tier
+		// its previous window still weighs, and it may have admitted up
+		// to its cap there after its last report.
+		if ps != nil && gc.weight > 0 {
+			sl.static = sl.cur + weighted(max(o.capNow(ps, cr), sl.prev), gc.weight)
+		}
 		if s != nil {
 			sl.kind = slotFirm
 		}

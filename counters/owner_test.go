@@ -1385,3 +1385,91 @@ func TestOwnerSlidingCapsWithinThresholdAfterAnOverWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnerTakesAStoppedMembersShareFromTheNextWindow: a member whose
+// process was found stopped (SetDead) holds nothing in the windows that
+// begin after that, so the owner hands the whole limit to the others
+// there, where a member merely out of reach keeps its static share
+// reserved (it may be serving behind a partition). In the window it
+// stopped in, its cap stays reserved: it may have spent it. The owner
+// trusts it only while its node reaches a majority (SetMajority): a side
+// cut off from most of the cluster would not hear of a restart.
+func TestOwnerTakesAStoppedMembersShareFromTheNextWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		dead, majority bool
+		wantNext       int64 // b's grant in the next window
+	}{
+		{"stopped", true, true, 100},
+		{"stopped, no majority", true, false, 50},
+		{"out of reach", false, true, 50},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOwner(OwnerConfig{Lease: true, Self: "o", Interval: 200 * time.Millisecond, Contact: time.Second})
+			o.SetMembers(base, []string{"a", "b"}, nil)
+			o.SetMajority(tc.majority)
+			a, b := &member{name: "a"}, &member{name: "b"}
+			k := ownerKey()
+			beat(o, 100*time.Millisecond, 5*time.Second, a, b)
+			a.own = 30
+			a.sync(o, at(5*time.Second), k, 100, 200)
+			held := a.cap
+			if held <= a.own {
+				t.Fatalf("a holds %d, want more than its count %d", held, a.own)
+			}
+			// a stops at 5.1 s; its calls are refused from 5.2 s.
+			lost := at(5200 * time.Millisecond)
+			if tc.dead {
+				o.SetDead(map[string]int64{"a": lost.UnixNano()})
+			}
+			o.SetMembers(lost, []string{"b"}, map[string]int64{"a": lost.UnixNano()})
+			beat(o, 5300*time.Millisecond, 10100*time.Millisecond, b)
+			if ans := b.sync(o, at(9*time.Second), k, 100, 200); ans.Grant > 100-held {
+				t.Errorf("b's grant in a's last window %d, want at most %d (a held %d)", ans.Grant, 100-held, held)
+			}
+			next := k
+			next.WindowStart += int64(k.Period)
+			b.own = 0
+			if ans := b.sync(o, at(10100*time.Millisecond), next, 100, 200); ans.Grant != tc.wantNext {
+				t.Errorf("b's grant in the next window %d, want %d", ans.Grant, tc.wantNext)
+			}
+		})
+	}
+}
+
+// TestOwnerWeighsAStoppedMembersLastCapOnASlidingTier: on a sliding tier
+// the window before still weighs in the next one, and a member that
+// stopped may have admitted up to its cap there after its last report.
+// The owner weighs that cap, not the count it last heard (explorer seed
+// 1, scenario 359, clocks in step: a 2 s sliding tier 5 over its limit
+// of 67 in the window after a member stopped).
+func TestOwnerWeighsAStoppedMembersLastCapOnASlidingTier(t *testing.T) {
+	o := NewOwner(OwnerConfig{Lease: true, Self: "o", Interval: 200 * time.Millisecond, Contact: time.Second})
+	o.SetMembers(base, []string{"a", "b"}, nil)
+	o.SetMajority(true)
+	a, b := &member{name: "a"}, &member{name: "b"}
+	k := ownerKey()
+	beat(o, 100*time.Millisecond, 5*time.Second, a, b)
+	seq := o.Hello(at(5*time.Second), "a")
+	ans := o.Report(at(5*time.Second), "a", 1, &Report{Key: k, Threshold: 100, Algorithm: Sliding, Own: 30, Demand: 200})
+	o.Acknowledge(at(5*time.Second), "a", a.ack, o.view, true)
+	a.ack = seq
+	if !ans.HasGrant || ans.Grant < 50 {
+		t.Fatalf("a's answer %+v: want a grant of at least 50", ans)
+	}
+	lost := at(5200 * time.Millisecond)
+	o.SetDead(map[string]int64{"a": lost.UnixNano()})
+	o.SetMembers(lost, []string{"b"}, map[string]int64{"a": lost.UnixNano()})
+	beat(o, 5300*time.Millisecond, 10100*time.Millisecond, b)
+	next := k
+	next.WindowStart += int64(k.Period)
+	now := at(10100 * time.Millisecond)
+	got := o.Report(now, "b", 1, &Report{Key: next, Threshold: 100, Algorithm: Sliding, Demand: 200})
+	weight := float64(k.Period-100*time.Millisecond) / float64(k.Period)
+	if want := 100 - int64(float64(ans.Grant)*weight); got.Grant > want {
+		t.Errorf("b's grant in the next window %d, want at most %d (a held %d in the window before, weighing %.2f)", got.Grant, want, ans.Grant, weight)
+	}
+	if got.Grant < 100-ans.Grant-1 {
+		t.Errorf("b's grant in the next window %d, want about %d", got.Grant, 100-ans.Grant)
+	}
+}
