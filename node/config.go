@@ -162,9 +162,12 @@ type Config struct {
 	// from one serving behind a partition; nothing local tells them apart.
 	// Default PartitionReserve: a lost member is reserved for
 	// ReserveWindows windows and every member keeps serving its static
-	// share, however long it is cut off; a crash costs the survivors that
-	// many windows of the dead member's share, and a partition longer than
-	// that over-admits (each side takes the other for gone).
+	// share, however long it is cut off; a crash that takes the host down
+	// costs the survivors that many windows of the dead member's share,
+	// and a partition longer than that over-admits (each side takes the
+	// other for gone). Under both rules a member whose calls are refused
+	// (its process stopped on a host that is up) is known to have stopped,
+	// and costs only the window it stopped in (IgnoreRefusals).
 	// PartitionMajority: a member that cannot reach a majority of the
 	// members it remembers keeps what it holds for QuorumTerm, then admits
 	// at most its safe share (SafeShare) in the windows that begin after

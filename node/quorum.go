@@ -19,9 +19,12 @@ const (
 	// Config.ReserveWindows windows after it was last seen, and at least
 	// Config.ReserveMin, in case it is serving behind a partition; then each
 	// side takes the other for gone.
-	// A crash costs the survivors the dead member's share for that many
-	// windows; a partition that lasts longer over-admits (each side grants
-	// its own members the whole limit). Every member keeps serving.
+	// A crash that takes the host down costs the survivors the dead
+	// member's share for that many windows (a process that stops on a host
+	// that is up refuses the calls, and costs only the window it stopped
+	// in: Engine.Refused); a partition that lasts longer over-admits (each
+	// side grants its own members the whole limit). Every member keeps
+	// serving.
 	PartitionReserve Partition = "reserve"
 	// PartitionMajority decides by quorum. A member that cannot reach a
 	// majority of the members it knew recently (Config.QuorumMemory) keeps
