@@ -135,7 +135,10 @@
 //	at TIME cut A,B -> C          messages from A and B to C are dropped (one way);
 //	                              membership as for a partition
 //	at TIME heal
-//	at TIME crash NAME            also restart, join, leave
+//	at TIME crash NAME [host]     its process stops: calls to it are refused
+//	                              (node.Engine.Refused); with host, its host goes
+//	                              down too and calls go unanswered
+//	at TIME restart NAME          also join, leave
 //	expect POLICY BOUND... [target:BOUND...]
 //	                              golden bounds the tests check, per policy:
 //	                              overshoot<=1% undershoot<=5% overshoot>=10% messages<=N

@@ -188,7 +188,7 @@ type options struct {
 	gossipPort, peerPort, maxEntries, ownerWindows                                                  int
 	syncInterval, joinTimeout, reloadInterval, quorumTerm                                           time.Duration
 	safeShare                                                                                       float64
-	local                                                                                           bool
+	local, ignoreRefusals                                                                           bool
 }
 
 func parse(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
@@ -214,6 +214,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	fs.StringVar(&o.policy, "policy", string(node.PolicyLease), "admission policy: lease, optimistic or static")
 	fs.StringVar(&o.partition, "partition", string(node.PartitionReserve), "how a lost member is told from a partition (lease): reserve (its share kept for 3 windows, at least 10 s) or majority (a member that reaches no majority admits only -safe-share after -quorum-term)")
 	fs.DurationVar(&o.quorumTerm, "quorum-term", 30*time.Second, "majority rule: how long a member cut off from the majority keeps its lease, and the majority waits before taking its share back")
+	fs.BoolVar(&o.ignoreRefusals, "ignore-refusals", false, "do not take a peer that refuses connections for stopped (set where firewalls between the nodes reject rather than drop packets)")
 	fs.Float64Var(&o.safeShare, "safe-share", 0, "majority rule: the fraction of its static share a member cut off from the majority admits after the term (0: none)")
 	fs.DurationVar(&o.syncInterval, "sync-interval", 200*time.Millisecond, "how often each instance syncs with the owners of its keys")
 	fs.IntVar(&o.maxEntries, "max-entries", 100_000, "counter series held per instance")
@@ -295,6 +296,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, hup <-c
 	nc.Policy = node.Policy(o.policy)
 	nc.SyncInterval = o.syncInterval
 	nc.Partition, nc.QuorumTerm, nc.SafeShare = node.Partition(o.partition), o.quorumTerm, o.safeShare
+	nc.IgnoreRefusals = o.ignoreRefusals
 	nc.Table.MaxEntries = o.maxEntries
 	nc.OwnerWindows = o.ownerWindows
 	nc.Gossip.Label = o.label
