@@ -368,6 +368,42 @@ func TestKillNode(t *testing.T) {
 	r.checkNoNodeLeft(t, 5*time.Second)
 }
 
+// A node killed for good (SIGKILL, no restart): its host refuses the
+// others' calls, so they take it for stopped at once (node.Engine.Refused)
+// and, from the next window on, the two survivors get every tenant's whole
+// limit, where they kept the killed node's static share (a third) for
+// ReserveWindows windows before: the over-demanded windows that begin
+// after the kill admit at least 95% of their limit, and no window goes
+// over it.
+func TestKillNodeSurvivorsGetTheLimit(t *testing.T) {
+	t.Parallel()
+	r := startDemo(t, "-duration", "22s", "-report", "json", "-rate", "600", "-http", "off", "-faults", "3s kill n3")
+	if err := r.wait(90 * time.Second); err != nil {
+		t.Fatalf("demo failed: %v", err)
+	}
+	rep := parseReport(t, r.stdout.String())
+	if len(rep.Faults) != 1 || rep.Faults[0].Error != "" {
+		t.Fatalf("faults %+v: want one successful kill", rep.Faults)
+	}
+	checkWindows(t, rep, false, killSlack)
+	after := rep.Faults[0].Time
+	hot := 0
+	for _, w := range rep.Windows {
+		if !w.Complete || !w.WindowStart.After(after) || float64(w.Offered) < 1.5*float64(w.Limit) {
+			continue
+		}
+		hot++
+		if float64(w.Admitted) < 0.95*float64(w.Limit) {
+			t.Errorf("%s %s window %s, after the kill: offered %d, admitted %d of %d (< 95%%); per node %v",
+				w.Tenant, w.SLA, w.WindowStart.Format(time.TimeOnly), w.Offered, w.Admitted, w.Limit, w.PerNode)
+		}
+	}
+	if hot == 0 {
+		t.Error("no over-demanded complete window after the kill")
+	}
+	r.checkNoNodeLeft(t, 5*time.Second)
+}
+
 // SIGINT mid-run: the demo stops the nodes, prints its report and exits 0;
 // no node process is left.
 func TestInterruptLeavesNoNode(t *testing.T) {
