@@ -344,10 +344,11 @@ func (e *Engine) SetMembers(now time.Time, alive []string) {
 // it back. A firewall that rejects instead of dropping makes a member cut
 // off look stopped: Config.IgnoreRefusals. Lease policy only: under the
 // others a member sends batches only to owners, so a restarted member
-// whose series this one does not own would never be heard from.
-func (e *Engine) Refused(now time.Time, name string) {
+// whose series this one does not own would never be heard from. It
+// reports whether it took name for stopped now (not already).
+func (e *Engine) Refused(now time.Time, name string) bool {
 	if name == e.cfg.Name || e.cfg.Policy != PolicyLease || e.cfg.Central != "" {
-		return // only the lease policy sends every member a batch each interval, and so hears of a restart
+		return false // only the lease policy sends every member a batch each interval, and so hears of a restart
 	}
 	now = e.clock.at(now)
 	e.runsMu.Lock()
@@ -358,13 +359,14 @@ func (e *Engine) Refused(now time.Time, name string) {
 	_, already := e.dead[name]
 	if !heard || !known || already || e.departed[name] || len(e.dead) >= MaxMembers {
 		e.mu.Unlock()
-		return
+		return false
 	}
 	e.dead[name] = now.UnixNano()
 	e.nDead.Store(int32(len(e.dead)))
 	given := slices.Clone(e.given)
 	e.mu.Unlock()
 	e.setMembers(now, given, true)
+	return true
 }
 
 // heardFrom takes member name back if it was found stopped (Refused).

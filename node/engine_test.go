@@ -721,3 +721,49 @@ func TestEngineRestartedOwnerHoldsTheWindowItsEarlierRunServed(t *testing.T) {
 		t.Errorf("next window: admitted %d, want the limit of 100", admitted)
 	}
 }
+
+// TestEngineRefusedTakesAMemberForStopped: a member whose calls are
+// refused leaves the view at once, if it was heard from (one that just
+// joined refuses calls until it serves), and comes back with its next
+// message. Only the lease policy does this.
+func TestEngineRefusedTakesAMemberForStopped(t *testing.T) {
+	c := newCluster(t, 3, PolicyLease)
+	e := c.engines["n0"]
+	now := t0.Add(100 * time.Millisecond)
+	if e.Refused(now, "n2") {
+		t.Fatal("n2 taken for stopped before n0 heard from it")
+	}
+	for i := range 3 {
+		c.sync(now.Add(time.Duration(i) * 200 * time.Millisecond))
+	}
+	now = now.Add(time.Second)
+	if !e.Refused(now, "n2") {
+		t.Fatal("n2, heard from and refusing calls, not taken for stopped")
+	}
+	if e.Refused(now, "n2") {
+		t.Error("taken for stopped twice")
+	}
+	if got := fmt.Sprint(e.Members()); got != "[n0 n1]" {
+		t.Errorf("n0's view %s, want [n0 n1]", got)
+	}
+	if o, _ := e.Ring().Owner(12345); o == "n2" {
+		t.Error("n2 still owns series in n0's ring")
+	}
+	// The gossip still lists n2: the view keeps it out.
+	e.SetMembers(now, []string{"n0", "n1", "n2"})
+	if got := fmt.Sprint(e.Members()); got != "[n0 n1]" {
+		t.Errorf("n0's view after the gossip's %s, want [n0 n1]", got)
+	}
+	// n2 was not stopped after all: its next batch takes it back.
+	c.syncFrom(now.Add(200*time.Millisecond), "n2")
+	if got := fmt.Sprint(e.Members()); got != "[n0 n1 n2]" {
+		t.Errorf("n0's view after n2's batch %s, want [n0 n1 n2]", got)
+	}
+	for _, p := range []Policy{PolicyOptimistic, PolicyStatic} {
+		c := newCluster(t, 2, p)
+		c.sync(now)
+		if c.engines["n0"].Refused(now, "n1") {
+			t.Errorf("%s: n1 taken for stopped", p)
+		}
+	}
+}

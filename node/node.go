@@ -548,8 +548,8 @@ func (n *Node) dialer(name string) func(ctx context.Context, addr string) (net.C
 	}
 	return func(ctx context.Context, addr string) (net.Conn, error) {
 		c, err := dial(ctx, addr)
-		if err != nil && !n.cfg.IgnoreRefusals && errors.Is(err, syscall.ECONNREFUSED) {
-			n.engine.Refused(n.cfg.Clock(), name)
+		if err != nil && !n.cfg.IgnoreRefusals && errors.Is(err, syscall.ECONNREFUSED) && n.engine.Refused(n.cfg.Clock(), name) {
+			n.log.Warn("peer refuses connections: taken for stopped until it is heard from again", "peer", name, "addr", addr)
 		}
 		return c, err
 	}
