@@ -326,5 +326,8 @@ func TestLeaseMemberKilledMidWindow(t *testing.T) {
 		if slices.Contains(n.Engine().Members(), victim.Name()) {
 			t.Errorf("%s still has %s in its view", n.Name(), victim.Name())
 		}
+		if got := counterValue(n.m.peersStopped); got != 1 {
+			t.Errorf("%s: peerlimit_peers_stopped_total %v, want 1", n.Name(), got)
+		}
 	}
 }

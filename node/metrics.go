@@ -34,6 +34,7 @@ type metrics struct {
 	batchReports      prometheus.Observer
 	inboundRejected   prometheus.Counter
 	authRefused       prometheus.Counter
+	peersStopped      prometheus.Counter
 	members           prometheus.Gauge
 	storeDown         prometheus.Gauge
 	pending           prometheus.Counter
@@ -75,6 +76,10 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	authRefused := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "peerlimit_sync_auth_refused_total",
 		Help: "Sync calls refused because their authentication tag was missing, wrong, stale or replayed, and answers refused because theirs did not verify (gossip secret keys set).",
+	})
+	peersStopped := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "peerlimit_peers_stopped_total",
+		Help: "Peers taken for stopped because they refused connections (their process crashed or was killed); see Config.IgnoreRefusals.",
 	})
 	members := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "peerlimit_members", Help: "Alive members in this node's view, itself included.",
@@ -129,7 +134,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	conflicts.WithLabelValues("self")
 	conflicts.WithLabelValues("other")
 	all := []prometheus.Collector{decisions, syncCalls, decisionSeconds, syncSeconds, batchReports, syncBytes,
-		inboundRejected, authRefused, members, storeDown, pending, pendingSeconds, keys, owned, evicted, expired, overflow, authenticated, problems, conflicts}
+		inboundRejected, authRefused, peersStopped, members, storeDown, pending, pendingSeconds, keys, owned, evicted, expired, overflow, authenticated, problems, conflicts}
 	for i, c := range all {
 		if err := reg.Register(c); err != nil {
 			for _, done := range all[:i] {
@@ -153,6 +158,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 		batchReports:    batchReports,
 		inboundRejected: inboundRejected,
 		authRefused:     authRefused,
+		peersStopped:    peersStopped,
 		members:         members,
 		storeDown:       storeDown,
 		pending:         pending.WithLabelValues("waited"),

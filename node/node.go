@@ -550,6 +550,7 @@ func (n *Node) dialer(name string) func(ctx context.Context, addr string) (net.C
 		c, err := dial(ctx, addr)
 		if err != nil && !n.cfg.IgnoreRefusals && errors.Is(err, syscall.ECONNREFUSED) && n.engine.Refused(n.cfg.Clock(), name) {
 			n.log.Warn("peer refuses connections: taken for stopped until it is heard from again", "peer", name, "addr", addr)
+			n.m.peersStopped.Inc()
 		}
 		return c, err
 	}
