@@ -312,7 +312,7 @@ type grantContext struct {
 	contactT         int64
 	lostBefore       int64
 	takeBack         bool
-	deadOK           bool // the members found stopped stay so (SetDead, SetMajority)
+	deadOK           bool // the members found stopped stay so (SetMembersStopped, SetMajority)
 	inherited, owned bool
 	otherSide        bool // see sideBound
 	// cutSide: a member that lost contact with this owner during the
@@ -541,7 +541,7 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 	if d := o.members.deadAt[at]; d > 0 && gc.deadOK && !inContact && !alive && d+int64(o.cfg.Interval) <= gc.start {
 		// It had stopped before the window began (an interval's slack
 		// for the members' clocks): it holds nothing here and spends
-		// nothing, so only its counts stay (SetDead). On a sliding tier
+		// nothing, so only its counts stay (SetMembersStopped). On a sliding tier
 		// its previous window still weighs, and it may have admitted up
 		// to its cap there after its last report.
 		if ps != nil && gc.weight > 0 {

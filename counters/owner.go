@@ -229,9 +229,6 @@ type Owner struct {
 	// prevRun is when an earlier run of this member was last heard from
 	// (Unix ns), 0 if none is known (see PreviousRun).
 	prevRun int64
-	// dead maps the members known to have stopped to when that was known
-	// (Unix ns): see SetDead.
-	dead    map[string]int64
 	dropped uint64
 	scratch grantScratch
 	quiet   quietCache
@@ -256,7 +253,7 @@ type ownerMembers struct {
 	isAlive []bool
 	contact []*contact
 	// deadAt is, by place, when the member was known to have stopped
-	// (Unix ns; 0: it was not). See SetDead.
+	// (Unix ns; 0: it was not). See SetMembersStopped.
 	deadAt []int64
 	// changedAt is when the set of alive members last changed (Unix ns),
 	// leftAt when a member last left gracefully (it went out of view
@@ -667,6 +664,21 @@ const (
 // not leak budget for long. A member that left gracefully should not be in
 // gone at all. Both are copied.
 func (o *Owner) SetMembers(now time.Time, alive []string, gone map[string]int64) {
+	o.SetMembersStopped(now, alive, gone, nil)
+}
+
+// SetMembersStopped is SetMembers, with the members of gone known to have
+// stopped, and since when (Unix ns): their process no longer listens (the
+// node's dial was refused) and none of them was heard from since. A
+// stopped member admits nothing in a window that begins after that, so the
+// owner reserves for it there only what it counted, not the cap it could
+// have carried nor the static share it could have fallen back to: the
+// survivors of a crash get its budget from the next window on, where a
+// member merely out of reach (a partition) is reserved for ReserveWindows
+// windows or the majority rule's term. In the window it stopped in it is
+// reserved as before (what it held). The owner trusts it only while it
+// reaches a majority (SetMajority). stopped is not kept.
+func (o *Owner) SetMembersStopped(now time.Time, alive []string, gone, stopped map[string]int64) {
 	m := ownerMembers{alive: make(map[string]bool, len(alive)), gone: make(map[string]int64, len(gone))}
 	for _, a := range alive {
 		m.alive[a] = true
@@ -685,13 +697,11 @@ func (o *Owner) SetMembers(now time.Time, alive []string, gone map[string]int64)
 	for i, name := range m.sorted {
 		m.index[name] = i
 		m.isAlive[i] = m.alive[name]
-	}
-	o.mu.Lock()
-	for i, name := range m.sorted {
-		if !m.alive[name] {
-			m.deadAt[i] = o.dead[name]
+		if !m.isAlive[i] {
+			m.deadAt[i] = stopped[name]
 		}
 	}
+	o.mu.Lock()
 	if o.firstView == 0 {
 		o.firstView = now.UnixNano()
 	}
@@ -720,23 +730,6 @@ func (o *Owner) SetMembers(now time.Time, alive []string, gone map[string]int64)
 			o.members.contact[i], c.at = c, i
 		}
 	}
-	o.mu.Unlock()
-}
-
-// SetDead tells the owner which members are known to have stopped, and
-// since when (Unix ns): their process no longer listens (the node's dial
-// was refused) and none of them was heard from since. A dead member admits
-// nothing in a window that begins after that, so the owner reserves for it
-// there only what it counted, not the cap it could have carried nor the
-// static share it could have fallen back to: the survivors of a crash get
-// its budget from the next window on, where a member merely out of reach
-// (a partition) is reserved for ReserveWindows windows or the majority
-// rule's term. In the window it stopped in it is reserved as before (what
-// it held). It takes effect at the next SetMembers, for the members that
-// are not alive there; the map is copied.
-func (o *Owner) SetDead(dead map[string]int64) {
-	o.mu.Lock()
-	o.dead = maps.Clone(dead)
 	o.mu.Unlock()
 }
 
@@ -778,7 +771,7 @@ func (o *Owner) PreviousRun(at time.Time) {
 // SetMajority tells the owner whether its node reaches a majority of the
 // members it knew recently: only then does it take back the budget of the
 // members it cannot reach (the majority rule, OwnerConfig.Majority), and
-// of those found stopped (SetDead), under either rule.
+// of those found stopped (SetMembersStopped), under either rule.
 func (o *Owner) SetMajority(ok bool) {
 	o.mu.Lock()
 	o.majority = ok

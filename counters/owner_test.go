@@ -1387,7 +1387,7 @@ func TestOwnerSlidingCapsWithinThresholdAfterAnOverWindow(t *testing.T) {
 }
 
 // TestOwnerTakesAStoppedMembersShareFromTheNextWindow: a member whose
-// process was found stopped (SetDead) holds nothing in the windows that
+// process was found stopped (SetMembersStopped) holds nothing in the windows that
 // begin after that, so the owner hands the whole limit to the others
 // there, where a member merely out of reach keeps its static share
 // reserved (it may be serving behind a partition). In the window it
@@ -1419,10 +1419,11 @@ func TestOwnerTakesAStoppedMembersShareFromTheNextWindow(t *testing.T) {
 			}
 			// a stops at 5.1 s; its calls are refused from 5.2 s.
 			lost := at(5200 * time.Millisecond)
+			var stopped map[string]int64
 			if tc.dead {
-				o.SetDead(map[string]int64{"a": lost.UnixNano()})
+				stopped = map[string]int64{"a": lost.UnixNano()}
 			}
-			o.SetMembers(lost, []string{"b"}, map[string]int64{"a": lost.UnixNano()})
+			o.SetMembersStopped(lost, []string{"b"}, map[string]int64{"a": lost.UnixNano()}, stopped)
 			beat(o, 5300*time.Millisecond, 10100*time.Millisecond, b)
 			if ans := b.sync(o, at(9*time.Second), k, 100, 200); ans.Grant > 100-held {
 				t.Errorf("b's grant in a's last window %d, want at most %d (a held %d)", ans.Grant, 100-held, held)
@@ -1458,8 +1459,7 @@ func TestOwnerWeighsAStoppedMembersLastCapOnASlidingTier(t *testing.T) {
 		t.Fatalf("a's answer %+v: want a grant of at least 50", ans)
 	}
 	lost := at(5200 * time.Millisecond)
-	o.SetDead(map[string]int64{"a": lost.UnixNano()})
-	o.SetMembers(lost, []string{"b"}, map[string]int64{"a": lost.UnixNano()})
+	o.SetMembersStopped(lost, []string{"b"}, map[string]int64{"a": lost.UnixNano()}, map[string]int64{"a": lost.UnixNano()})
 	beat(o, 5300*time.Millisecond, 10100*time.Millisecond, b)
 	next := k
 	next.WindowStart += int64(k.Period)

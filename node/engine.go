@@ -336,7 +336,7 @@ func (e *Engine) SetMembers(now time.Time, alive []string) {
 // crash, a kill) and admits nothing any more. Unless name is heard from
 // again, the view leaves it out at once (its series get a new owner
 // without waiting for the gossip to notice), and owners reserve nothing
-// for it in the windows that begin from now on (counters.Owner.SetDead):
+// for it in the windows that begin from now on (counters.Owner.SetMembersStopped):
 // the survivors get its budget in the next window, not after
 // ReserveWindows or the majority rule's term. Only a member this one has
 // heard from counts (one that joins refuses calls until it serves); a
@@ -376,13 +376,15 @@ func (e *Engine) heardFrom(now time.Time, name string) {
 	}
 	e.mu.Lock()
 	_, was := e.dead[name]
+	if !was {
+		e.mu.Unlock()
+		return
+	}
 	delete(e.dead, name)
 	e.nDead.Store(int32(len(e.dead)))
 	given := slices.Clone(e.given)
 	e.mu.Unlock()
-	if was {
-		e.setMembers(now, given, true)
-	}
+	e.setMembers(now, given, true)
 }
 
 // setMembers is SetMembers; held says the view is one this member holds
@@ -443,8 +445,7 @@ func (e *Engine) setMembers(now time.Time, alive []string, held bool) {
 	sort.Strings(recent)
 	e.ring.Set(a)
 	e.table.SetShare(len(recent), slices.Index(recent, e.cfg.Name))
-	e.owner.SetDead(dead)
-	e.owner.SetMembers(now, a, gone)
+	e.owner.SetMembersStopped(now, a, gone, dead)
 	if held {
 		owner, self := e.ring.OwnerFunc(), e.cfg.Name
 		e.owner.SetOwnership(now, func(h uint64) bool { o, _ := owner(h); return o == self })

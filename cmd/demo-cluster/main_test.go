@@ -334,18 +334,27 @@ func TestReport(t *testing.T) {
 	r.checkNoNodeLeft(t, 5*time.Second)
 }
 
-// A node killed mid-run (SIGKILL): the survivors keep serving and
-// enforcing.
-func TestKillNode(t *testing.T) {
-	t.Parallel()
-	r := startDemo(t, "-duration", "12s", "-report", "json", "-rate", "400", "-http", "off", "-faults", "3s kill n3")
-	if err := r.wait(60 * time.Second); err != nil {
+// runKillN3 runs the demo for duration at rate (req/s) with n3 killed 3 s
+// into the load, waits for it (at most wait), and returns its report,
+// whose one fault must be that kill, done.
+func runKillN3(t *testing.T, duration, rate string, wait time.Duration) (*run, demo.Report) {
+	t.Helper()
+	r := startDemo(t, "-duration", duration, "-report", "json", "-rate", rate, "-http", "off", "-faults", "3s kill n3")
+	if err := r.wait(wait); err != nil {
 		t.Fatalf("demo failed: %v", err)
 	}
 	rep := parseReport(t, r.stdout.String())
 	if len(rep.Faults) != 1 || rep.Faults[0].Action != "kill" || rep.Faults[0].Error != "" {
 		t.Fatalf("faults %+v: want one successful kill", rep.Faults)
 	}
+	return r, rep
+}
+
+// A node killed mid-run (SIGKILL): the survivors keep serving and
+// enforcing.
+func TestKillNode(t *testing.T) {
+	t.Parallel()
+	r, rep := runKillN3(t, "12s", "400", 60*time.Second)
 	for _, n := range []string{"n1", "n2"} {
 		if c := rep.PerNode[n]; c.Errors != 0 || c.Admitted == 0 {
 			t.Errorf("live node %s: %+v: want requests served, none failed", n, c)
@@ -377,14 +386,7 @@ func TestKillNode(t *testing.T) {
 // over it.
 func TestKillNodeSurvivorsGetTheLimit(t *testing.T) {
 	t.Parallel()
-	r := startDemo(t, "-duration", "22s", "-report", "json", "-rate", "600", "-http", "off", "-faults", "3s kill n3")
-	if err := r.wait(90 * time.Second); err != nil {
-		t.Fatalf("demo failed: %v", err)
-	}
-	rep := parseReport(t, r.stdout.String())
-	if len(rep.Faults) != 1 || rep.Faults[0].Error != "" {
-		t.Fatalf("faults %+v: want one successful kill", rep.Faults)
-	}
+	r, rep := runKillN3(t, "22s", "600", 90*time.Second)
 	checkWindows(t, rep, false, killSlack)
 	after := rep.Faults[0].Time
 	hot := 0
