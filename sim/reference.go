@@ -63,7 +63,15 @@ import (
 //   - A one-way cut (A -> C) is read as a partition between C and everyone
 //     else, which is how membership sees it.
 //   - For an SLA with several tiers, each tier is computed on its own with
-//     the requests the other tiers did not deny (Window.Offered).
+//     the requests the other tiers did not deny (Window.Offered), and no
+//     higher than what it charged plus the room the other tiers' windows
+//     that overlap it ended with (the least over the tiers): a request is
+//     charged to every tier or to none, so once a 5 s tier has spent its
+//     limit, a 1 s tier within it can admit nothing more, whichever tier
+//     the denials named. A policy that spent the other tier's budget
+//     elsewhere is judged there. Counted without that bound, 1,523 of the
+//     10,678 windows where lease fell short of the reference at explorer
+//     seed 1 were such windows.
 //   - A sliding tier's window also holds back what the window before it
 //     charged (measured by the simulator, whatever the policy), weighted
 //     by the share of that window still inside the sliding period: the
@@ -212,7 +220,11 @@ func newReference(sc *Scenario) *reference {
 // admit runs the rule on one window: what it admits, at most
 // min(offered, limit).
 func (ref *reference) admit(w Window) float64 {
-	return min(ref.ruleAdmits(w), float64(min(w.Offered, w.Limit)))
+	a := min(ref.ruleAdmits(w), float64(min(w.Offered, w.Limit)))
+	if w.siblings {
+		a = min(a, float64(w.Charged+w.siblingRoom))
+	}
+	return a
 }
 
 // ruleAdmits is admit before its clamp: each part of the window, in

@@ -220,3 +220,62 @@ at 45s leave n2
 		}
 	}
 }
+
+// A tier of an SLA with several is judged with the others: one instance
+// at 3x a 5 s tier of 50, under a 1 s tier of 20. Each 5 s window spends
+// its 50 in its first 2.5 s; in the 1 s windows after that the 5 s tier
+// has no room, so the reference asks of them no more than they charged.
+func TestPartitionSafeOtherTiers(t *testing.T) {
+	src := "desc tiers\ninstances 1\nsync 100ms\nduration 30s\nsla api fixed:5s:50 fixed:1s:20\n" +
+		"traffic tenants=a sla=api rate=30/s spread=even arrivals=even\n"
+	sc, err := ParseScenario("tiers", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(sc, Static, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	safe := PartitionSafe(sc, r)
+	var full int
+	for i, w := range r.Windows {
+		if !w.siblings {
+			t.Fatalf("%s at %v: not marked as a tier with siblings", w.SLA, w.WindowStart)
+		}
+		if w.SLA != "api/1s" {
+			if w.Charged != 50 || w.siblingRoom != 100-50 {
+				t.Fatalf("5 s window at %v: charged %d, its 1 s windows' room %d; want 50 and 50", w.WindowStart, w.Charged, w.siblingRoom)
+			}
+			continue
+		}
+		if safe[i] > float64(w.Charged+w.siblingRoom)+1e-9 {
+			t.Errorf("1 s window at %v: reference %.1f beyond charged %d plus the 5 s tier's room %d", w.WindowStart, safe[i], w.Charged, w.siblingRoom)
+		}
+		if w.siblingRoom == 0 {
+			full++
+			if safe[i] != float64(w.Charged) {
+				t.Errorf("1 s window at %v: reference %.1f, want what it charged (%d)", w.WindowStart, safe[i], w.Charged)
+			}
+			// As a lease run may count it: its denials put on this tier.
+			w.Offered = 30
+			if got := PartitionSafe(sc, &Result{Windows: []Window{w}}); got[0] != float64(w.Charged) {
+				t.Errorf("1 s window at %v offered 30: reference %.1f, want what it charged (%d)", w.WindowStart, got[0], w.Charged)
+			}
+		}
+	}
+	if full == 0 {
+		t.Fatal("no 1 s window within a full 5 s window")
+	}
+
+	// Denials the decisions put on the 1 s tier (a lease cap that ran out
+	// on both tiers names the one whose wait is longest, or the first) are
+	// wrongly denied only as far as every other tier had room.
+	w := Window{Limit: 20, Offered: 18, Admitted: 6, Charged: 6, siblings: true, siblingRoom: 2}
+	if got := w.FalseDenials(); got != 2 {
+		t.Errorf("FalseDenials with 2 left on the other tier = %d, want 2", got)
+	}
+	w.siblings = false
+	if got := w.FalseDenials(); got != 12 {
+		t.Errorf("FalseDenials of a single tier = %d, want 12", got)
+	}
+}

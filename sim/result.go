@@ -86,6 +86,15 @@ type Window struct {
 	// (measured or not): what a sliding tier weighs at this window's
 	// start, which the partition-safe reference holds back.
 	before int64
+	// siblingRoom bounds what the window could have admitted beyond what
+	// it charged, when the SLA has other tiers: a request is charged to
+	// every tier or to none, so one more admitted here takes one more of
+	// each other tier's windows that overlap this one. It is, over the
+	// other tiers, the least of the room their overlapping windows ended
+	// with (limit minus charged, summed over the windows), if siblings
+	// (the SLA has other tiers).
+	siblingRoom int64
+	siblings    bool
 }
 
 // overshootBeyond reports whether the window charged more than pct percent
@@ -101,9 +110,16 @@ func (w Window) overshootBeyond(pct float64) bool {
 }
 
 // FalseDenials returns how many of the window's denied requests the limit
-// had room for: min(offered-admitted, max(0, limit-charged)).
+// had room for: min(offered-admitted, max(0, limit-charged)), and, when
+// the SLA has other tiers, no more than the room their windows that
+// overlap this one ended with: a request they had no room for was not
+// wrongly denied, whichever tier the decision named.
 func (w Window) FalseDenials() int64 {
-	return max(0, min(w.Offered-w.Admitted, w.Limit-w.Charged))
+	n := min(w.Offered-w.Admitted, w.Limit-w.Charged)
+	if w.siblings {
+		n = min(n, w.siblingRoom)
+	}
+	return max(0, n)
 }
 
 // FalseDenialShare returns FalseDenials / offered, or 0 when nothing was
@@ -159,6 +175,7 @@ func (w *world) result() *Result {
 				if k > 0 {
 					win.before = tc.charged[k-1]
 				}
+				win.siblingRoom, win.siblings = s.siblingRoom(i, start, start+per)
 				over = max(over, win.Overshoot())
 				under = max(under, win.Undershoot())
 				fd = max(fd, win.FalseDenialShare())
@@ -179,6 +196,25 @@ func (w *world) result() *Result {
 	r.MaxUndershootPct = round3(under * 100)
 	r.MaxFalseDenialPct = round3(fd * 100)
 	return r
+}
+
+// siblingRoom returns Window.siblingRoom for tier i's window [start, end),
+// and whether the SLA has other tiers.
+func (s *series) siblingRoom(i int, start, end int64) (room int64, ok bool) {
+	for j, t := range s.sla.Tiers {
+		if j == i {
+			continue
+		}
+		per := int64(t.Period)
+		var r int64
+		for k := int(max(0, start/per)); k < len(s.tiers[j].charged) && int64(k)*per < end; k++ {
+			r += max(0, t.Threshold-s.tiers[j].charged[k])
+		}
+		if !ok || r < room {
+			room, ok = r, true
+		}
+	}
+	return room, ok
 }
 
 func tierName(id string, period time.Duration) string { return id + "/" + period.String() }
