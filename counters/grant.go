@@ -538,8 +538,8 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 	}
 	sl.away = !inContact
 	c := contactBefore(cr, gc.start, gc.now)
-	if d := o.members.deadAt[at]; d > 0 && gc.deadOK && !inContact && !alive && d+int64(o.cfg.Interval) <= gc.start {
-		// It had stopped before the window began (an interval's slack
+	if d := o.members.deadAt[at]; d > 0 && gc.deadOK && !inContact && !alive && d+int64(StoppedClockSlack) <= gc.start {
+		// It had stopped before the window began (StoppedClockSlack
 		// for the members' clocks): it holds nothing here and spends
 		// nothing, so only its counts stay (SetMembersStopped). On a sliding tier
 		// its previous window still weighs, and it may have admitted up

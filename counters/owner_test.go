@@ -1438,6 +1438,46 @@ func TestOwnerTakesAStoppedMembersShareFromTheNextWindow(t *testing.T) {
 	}
 }
 
+// TestOwnerStoppedJustBeforeAWindow: a member found stopped shortly
+// before a window begins spent nothing in it, unless the members' clocks
+// may disagree on where it begins by more than the time between
+// (StoppedClockSlack). Found stopped 100 ms before (half a sync
+// interval), nothing is kept for it: b, alone, gets the whole limit;
+// 30 ms before, the cap it may have carried into the window stays
+// reserved.
+func TestOwnerStoppedJustBeforeAWindow(t *testing.T) {
+	for _, tc := range []struct {
+		before time.Duration // found stopped this long before the next window
+		whole  bool          // b may get the whole limit there
+	}{
+		{100 * time.Millisecond, true},
+		{StoppedClockSlack + time.Millisecond, true},
+		{StoppedClockSlack - time.Millisecond, false},
+		{30 * time.Millisecond, false},
+	} {
+		t.Run(tc.before.String(), func(t *testing.T) {
+			o := NewOwner(OwnerConfig{Lease: true, Self: "o", Interval: 200 * time.Millisecond, Contact: time.Second})
+			o.SetMembers(base, []string{"a", "b"}, nil)
+			o.SetMajority(true)
+			a, b := &member{name: "a"}, &member{name: "b"}
+			k := ownerKey()
+			next := k
+			next.WindowStart += int64(k.Period)
+			lost := time.Unix(0, next.WindowStart-int64(tc.before))
+			beat(o, 100*time.Millisecond, lost.Sub(base)-100*time.Millisecond, a, b)
+			a.own = 30
+			a.sync(o, lost.Add(-100*time.Millisecond), k, 100, 200)
+			o.SetMembersStopped(lost, []string{"b"}, map[string]int64{"a": lost.UnixNano()}, map[string]int64{"a": lost.UnixNano()})
+			beat(o, lost.Sub(base)+50*time.Millisecond, lost.Sub(base)+tc.before+100*time.Millisecond, b)
+			b.own = 0
+			ans := b.sync(o, time.Unix(0, next.WindowStart+int64(100*time.Millisecond)), next, 100, 200)
+			if got := ans.Grant == 100; got != tc.whole {
+				t.Errorf("b's grant in the next window %d; the whole limit: %v, want %v", ans.Grant, got, tc.whole)
+			}
+		})
+	}
+}
+
 // TestOwnerWeighsAStoppedMembersLastCapOnASlidingTier: on a sliding tier
 // the window before still weighs in the next one, and a member that
 // stopped may have admitted up to its cap there after its last report.

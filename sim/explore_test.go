@@ -247,16 +247,19 @@ func TestExploreDeterministic(t *testing.T) {
 
 // exploreRatchet is, for the CI's run (500 scenarios from seed 1), the
 // number of lease's windows over all classes that may miss each design
-// target: what was measured plus 2% for noise, since the reference and the
-// wrongly-denied count bound a tier of an SLA with several by the room its
-// other tiers' windows ended with (Window.siblingRoom, 2026-11-27): 432
-// windows over, 9,146 under and 12,807 wrongly denied of 80,298, where
-// the same runs counted 432, 10,678 and 14,167 (the windows did not
-// change, only what they are compared with). The README's accuracy
-// section has the figures of every change before. A change that misses
-// more fails TestExploreMany; one that misses fewer should lower these.
+// target: what was measured plus 2% for noise, since owners give a
+// member found stopped no share in a window that begins 50 ms
+// (counters.StoppedClockSlack) after it, where it was a sync interval
+// (2026-11-27): 432 windows over, 9,007 under and 12,726 wrongly denied
+// of 80,298, where 432, 9,146 and 12,807. Those were counted since the
+// reference and the wrongly-denied count bound a tier of an SLA with
+// several by the room its other tiers' windows ended with
+// (Window.siblingRoom): the same runs counted 432, 10,678 and 14,167
+// before it. The README's accuracy section has the figures of every
+// change before. A change that misses more fails TestExploreMany; one
+// that misses fewer should lower these.
 var exploreRatchet = map[int][numTargets]int{
-	500: {TargetOvershoot: 441, TargetUndershootSafe: 9329, TargetWronglyDenied: 13063},
+	500: {TargetOvershoot: 441, TargetUndershootSafe: 9188, TargetWronglyDenied: 12981},
 }
 
 // TestExploreMany runs the explorer over -explore scenarios (none by
