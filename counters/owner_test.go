@@ -1478,6 +1478,59 @@ func TestOwnerStoppedJustBeforeAWindow(t *testing.T) {
 	}
 }
 
+// TestOwnerBoundsWhatAStoppedMemberSpent: in the window a member stopped
+// in, it may have spent after its last report only what its demand
+// brought until it was found stopped (stoppedSpend), not all of its cap:
+// a, overloaded at 2x with b (the seed's 2x load of 100 per 10 s, 10 a
+// second each), holds about half of what is left when it stops 2 s into
+// the window; found stopped 200 ms after its last report, b may then get
+// all but what a's demand could have brought (2 x 10/s x 200 ms, plus 1)
+// where it got only what a did not hold. A report older than two sync
+// intervals keeps a's whole cap reserved.
+func TestOwnerBoundsWhatAStoppedMemberSpent(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		after time.Duration // a found stopped this long after its last report
+		bound bool
+	}{
+		{"found 200 ms after its last report", 200 * time.Millisecond, true},
+		{"found 500 ms after", 500 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOwner(OwnerConfig{Lease: true, Self: "o", Interval: 200 * time.Millisecond, Contact: time.Second})
+			o.SetMembers(base, []string{"a", "b"}, nil)
+			o.SetMajority(true)
+			a, b := &member{name: "a"}, &member{name: "b"}
+			k := ownerKey()
+			beat(o, 0, 200*time.Millisecond, a, b)
+			// 200 ms rounds to 2 s: 2 requests each a round.
+			for ts := 200 * time.Millisecond; ts <= 2*time.Second; ts += 200 * time.Millisecond {
+				for _, m := range []*member{a, b} {
+					if m.has {
+						m.own = min(m.cap, m.own+2)
+					}
+					m.sync(o, at(ts), k, 100, 2)
+				}
+			}
+			held := a.cap
+			if held < a.own+10 {
+				t.Fatalf("a holds %d at count %d: want a cap well beyond its count", held, a.own)
+			}
+			lost := at(2*time.Second + tc.after)
+			o.SetMembersStopped(lost, []string{"b"}, map[string]int64{"a": lost.UnixNano()}, map[string]int64{"a": lost.UnixNano()})
+			ans := b.sync(o, lost.Add(50*time.Millisecond), k, 100, 2)
+			spent := a.own + 2*2*10*int64(tc.after/time.Millisecond)/2000 + 1 // a's count plus twice 10/s over the gap, plus 1
+			if tc.bound {
+				if want := 100 - spent; ans.Grant < want-2 || ans.Grant > want {
+					t.Errorf("b's grant %d; a (count %d, cap %d) may have spent %d: want about %d", ans.Grant, a.own, held, spent, want)
+				}
+			} else if ans.Grant > 100-held {
+				t.Errorf("b's grant %d, want at most %d: a's cap %d stays reserved", ans.Grant, 100-held, held)
+			}
+		})
+	}
+}
+
 // TestOwnerWeighsAStoppedMembersLastCapOnASlidingTier: on a sliding tier
 // the window before still weighs in the next one, and a member that
 // stopped may have admitted up to its cap there after its last report.
