@@ -538,12 +538,15 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 	}
 	sl.away = !inContact
 	c := contactBefore(cr, gc.start, gc.now)
-	if d := o.members.deadAt[at]; d > 0 && gc.deadOK && !inContact && !alive && d+int64(StoppedClockSlack) <= gc.start {
+	// d is when it was found stopped (SetMembersStopped), if it still is.
+	d := o.members.deadAt[at]
+	stopped := d > 0 && gc.deadOK && !alive
+	if stopped && !inContact && d+int64(StoppedClockSlack) <= gc.start {
 		// It had stopped before the window began (StoppedClockSlack
 		// for the members' clocks): it holds nothing here and spends
-		// nothing, so only its counts stay (SetMembersStopped). On a sliding tier
-		// its previous window still weighs, and it may have admitted up
-		// to its cap there after its last report.
+		// nothing, so only its counts stay. On a sliding tier its
+		// previous window still weighs, with what it may have admitted
+		// there after its last report (stoppedSpend).
 		if ps != nil && gc.weight > 0 {
 			sl.static = sl.cur + weighted(max(o.stoppedSpend(ps, d, o.capNow(ps, cr)), sl.prev), gc.weight)
 		}
@@ -579,7 +582,7 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 			sl.static = 0 // it left its static share for this owner's grant
 		}
 		sl.kind, sl.x = slotFirm, o.capNow(s, cr)
-		if d := o.members.deadAt[at]; d > 0 && gc.deadOK && !alive {
+		if stopped {
 			// It stopped during the window: what it spent after its last
 			// report is bounded by its demand, not only by its cap.
 			sl.x = o.stoppedSpend(s, d, sl.x)
