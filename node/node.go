@@ -660,7 +660,7 @@ func (n *Node) send(ctx context.Context, b *Batch) {
 	n.endCall()
 	if err != nil {
 		n.m.syncError.Inc()
-		n.log.Debug("sync call failed", "owner", b.Owner, "reports", reports, "err", err)
+		n.log.Debug("sync call failed", "owner", b.Owner, "reports", reports, "took", took, "deadline", timeout, "err", err)
 		n.noteSync(b.Owner, err)
 		n.storeHealth(err)
 		return
