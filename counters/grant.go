@@ -1053,9 +1053,7 @@ func fairShare(free int64, ri, keeper int, soon, left float64, sc *grantScratch)
 // is granted once. Explorer seed 1, lease (windows over / under the
 // reference / wrongly denied): 434 / 8,965 / 12,705 before, 450 / 8,437 /
 // 11,924 with the keeper; with the clocks in step 30 / 8,674 / 12,060
-// before, 26 / 8,013 / 11,109 with it (the windows over it adds are clock
-// skew's, counted on the simulator's clock; go run ./cmd/sim -explore 500
-// -seed 1 -policy lease, with -explore-noskew).
+// before.
 func waterFill(free int64, needs []int64, order []int, ri, keeper int) int64 {
 	k := int64(len(order))
 	// before reports whether origin a's turn for a unit left over comes
