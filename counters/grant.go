@@ -197,14 +197,7 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		}
 	} else {
 		unallocated := spare - spare*sums.needy/max(sums.needy, int64(gc.n))
-		fair := fairShare(free-unallocated, ri, -1, gc.soon, float64(gc.left), &o.scratch)
-		if r.heldGrant && r.held+r.base-estR > fair && needSoonR > fair {
-			// r holds more than its part and needs more still: a unit left
-			// over from the division that r holds stays r's (see
-			// waterFill), rather than being taken back for a member that
-			// has not asked for it, whose turn it was by need.
-			fair = fairShare(free-unallocated, ri, ri, gc.soon, float64(gc.left), &o.scratch)
-		}
+		fair := fairShare(free-unallocated, ri, gc.soon, float64(gc.left), &o.scratch)
 		allowed := max(min(fair, free-sums.out), 0)
 		g += allowed
 		r.hadShare = r.hadShare || allowed > 0
@@ -1005,10 +998,10 @@ func need(s *originState, d float64) int64 {
 // not hold budget it cannot spend before the window ends (and that the
 // owner must reserve for it if it is cut off). What no one needs is spread
 // equally among the origins with demand. Integer units: the parts add up
-// to free exactly (for one keeper: see waterFill), or to less when no
-// origin has demand. It water-fills at most twice, each in a few O(k)
-// passes for k members with demand (see waterFill).
-func fairShare(free int64, ri, keeper int, soon, left float64, sc *grantScratch) int64 {
+// to free exactly, or to less when no origin has demand. It water-fills at
+// most twice, each in a few O(k) passes for k members with demand (see
+// waterFill).
+func fairShare(free int64, ri int, soon, left float64, sc *grantScratch) int64 {
 	needs, order := sc.needs, sc.order[:0]
 	defer func() { sc.order = order[:0] }()
 	if free <= 0 || needs[ri] <= 0 {
@@ -1022,13 +1015,13 @@ func fairShare(free int64, ri, keeper int, soon, left float64, sc *grantScratch)
 		}
 	}
 	if sum >= free || left <= soon {
-		return waterFill(free, needs, order, ri, keeper)
+		return waterFill(free, needs, order, ri)
 	}
 	first := needs[ri]
 	for _, i := range order {
 		needs[i] = max(0, sc.left[i]-needs[i])
 	}
-	return first + waterFill(free-sum, needs, order, ri, keeper)
+	return first + waterFill(free-sum, needs, order, ri)
 }
 
 // waterFill splits free among the origins in order (those with demand, in
@@ -1036,34 +1029,13 @@ func fairShare(free int64, ri, keeper int, soon, left float64, sc *grantScratch)
 // equal parts, and returns the part of origin ri. Max-min fair: each origin
 // gets its need or the water level, whichever is smaller, the level being
 // what is left over equally among those whose need is above it; the units
-// left over from the division go one each to those origins, the keeper
-// first (an origin that holds such a unit already; -1 for none), then in
-// order of need and place. Without sorting (see waterLevel); r's turn for
-// a left-over unit is a count.
-//
-// The keeper: grant names the origin it answers when that origin holds
-// more than its part and needs more still. In order of need alone, the
-// unit it held was taken back for whichever member's need was smaller,
-// often a need reported long before (a member's first request of the
-// window) by a member that did not ask for more; the unit then went
-// unspent while the holder's requests were refused (sim/testdata/
-// small-limit-turns: a limit of 7 between two members, 10 requests lost
-// over seeds 1-3 before, 8 now; with 100 us of jitter 49 before, 19 now).
-// The caps the others hold still bound the holder's (grant), so the unit
-// is granted once. Explorer seed 1, lease (windows over / under the
-// reference / wrongly denied): 434 / 8,965 / 12,705 before, 450 / 8,437 /
-// 11,924 with the keeper; with the clocks in step 30 / 8,674 / 12,060
-// before.
-func waterFill(free int64, needs []int64, order []int, ri, keeper int) int64 {
+// left over from the division go one each to those origins in order of
+// need, then place. Without sorting (see waterLevel); r's turn for a
+// left-over unit is a count.
+func waterFill(free int64, needs []int64, order []int, ri int) int64 {
 	k := int64(len(order))
-	// before reports whether origin a's turn for a unit left over comes
-	// before b's: the keeper first, then by need, then place.
-	before := func(a, b int) bool {
-		if a == keeper || b == keeper {
-			return a == keeper && b != keeper
-		}
-		return needs[a] < needs[b] || needs[a] == needs[b] && a < b
-	}
+	// before reports whether origin a comes before b: by need, then place.
+	before := func(a, b int) bool { return needs[a] < needs[b] || needs[a] == needs[b] && a < b }
 	var sum int64
 	for _, i := range order {
 		sum += needs[i]

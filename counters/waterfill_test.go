@@ -11,25 +11,7 @@ import (
 // increasing order (by need, then place), as waterFill computed it before
 // it stopped sorting: the reference TestWaterFillMatchesSortedWalk holds
 // waterFill to.
-func waterFillSorted(free int64, needs []int64, order []int, ri, keeper int) int64 {
-	// turn is the place of ri among the origins of os in the order the
-	// left-over units go in: the keeper first, then as sorted.
-	turn := func(os []int) int64 {
-		if ri == keeper && slices.Contains(os, ri) {
-			return 0
-		}
-		t := int64(0)
-		for _, i := range os {
-			switch {
-			case i == ri:
-				return t
-			case i != keeper:
-				t++
-			}
-		}
-		return -1
-	}
-	keeperIn := func(os []int) bool { return keeper != ri && slices.Contains(os, keeper) }
+func waterFillSorted(free int64, needs []int64, order []int, ri int) int64 {
 	// By need, then by place: the order a stable sort gives, from a
 	// faster one (order is ascending when it arrives).
 	slices.SortFunc(order, func(a, b int) int {
@@ -51,14 +33,13 @@ func waterFillSorted(free int64, needs []int64, order []int, ri, keeper int) int
 		}
 		// The water level: every origin from here on gets part.
 		rest := remaining - part*active
-		if t := turn(order[j:]); t >= 0 {
-			if keeperIn(order[j:]) {
-				t++
+		for jj := j; jj < len(order); jj++ {
+			if order[jj] == ri {
+				if int64(jj-j) < rest {
+					return part + 1
+				}
+				return part
 			}
-			if t < rest {
-				return part + 1
-			}
-			return part
 		}
 		return needs[ri] // r's need was met below the level
 	}
@@ -66,14 +47,13 @@ func waterFillSorted(free int64, needs []int64, order []int, ri, keeper int) int
 	// parts, the units left over one each in order.
 	with := int64(len(order))
 	part, rest := remaining/with, remaining%with
-	if t := turn(order); t >= 0 {
-		if keeperIn(order) {
-			t++
+	for j, i := range order {
+		if i == ri {
+			if int64(j) < rest {
+				return needs[ri] + part + 1
+			}
+			return needs[ri] + part
 		}
-		if t < rest {
-			return needs[ri] + part + 1
-		}
-		return needs[ri] + part
 	}
 	return needs[ri]
 }
@@ -103,16 +83,12 @@ func TestWaterFillMatchesSortedWalk(t *testing.T) {
 			continue
 		}
 		free := rng.Int64N(span * int64(k))
-		keeper := -1 // every other case, one origin with demand keeps its unit
-		if c%2 == 1 {
-			keeper = order[rng.IntN(len(order))]
-		}
 		var total int64
 		for _, ri := range order {
-			got := waterFill(free, needs, slices.Clone(order), ri, keeper)
-			want := waterFillSorted(free, needs, slices.Clone(order), ri, keeper)
+			got := waterFill(free, needs, slices.Clone(order), ri)
+			want := waterFillSorted(free, needs, slices.Clone(order), ri)
 			if got != want {
-				t.Fatalf("case %d: free %d needs %v keeper %d: origin %d gets %d, the sorted walk %d", c, free, needs, keeper, ri, got, want)
+				t.Fatalf("case %d: free %d needs %v: origin %d gets %d, the sorted walk %d", c, free, needs, ri, got, want)
 			}
 			total += got
 		}
