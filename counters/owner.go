@@ -696,7 +696,6 @@ const StoppedClockSlack = 50 * time.Millisecond
 // what it admitted after its last report (StoppedDemandFactor). The owner
 // trusts it only while it reaches a majority (SetMajority). stopped is
 // not kept.
-
 func (o *Owner) SetMembersStopped(now time.Time, alive []string, gone, stopped map[string]int64) {
 	m := ownerMembers{alive: make(map[string]bool, len(alive)), gone: make(map[string]int64, len(gone))}
 	for _, a := range alive {

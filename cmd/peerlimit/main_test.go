@@ -363,13 +363,13 @@ func TestPeersOverMutualTLS(t *testing.T) {
 	clA, _ := dialRLS(t, a)
 	clB, _ := dialRLS(t, b)
 	waitMembers(t, a, b)
-	// A client pinned to a, then one pinned to b: b admits none of its
-	// requests only if it learns over mutual TLS what a spent (on its own
-	// it would fall back to its static share, 3 or 4). Requests in turn
-	// to a and b, as TestTwoServersShareALimit sends them, admitted 6 of
-	// 7 now and then on a loaded machine: a limit this small, split
-	// between two members that both have requests waiting within one sync
-	// interval, can leave its last unit unspent (README, Known limits);
+	// A client pinned to a, then one pinned to b: the two admit the limit
+	// once between them, and the answered calls checked below say they
+	// shared it over mutual TLS. Requests in turn to a and b, as
+	// TestTwoServersShareALimit sends them, admitted 6 of 7 now and then
+	// on a loaded machine: a limit this small, split between two members
+	// that both have requests waiting within one sync interval, can leave
+	// its last unit unspent (README, Known limits, small-limit-turns);
 	// that is the lease's, not the transport's.
 	ok := countOK(t, []rlsv3.RateLimitServiceClient{clA}, 10, tenantReq("edge", "acme"))
 	ok += countOK(t, []rlsv3.RateLimitServiceClient{clB}, 10, tenantReq("edge", "acme"))
