@@ -23,8 +23,9 @@ type contact struct {
 	// under its caps before that answer reached it.
 	coveredAck uint64
 	// synced is when the member last sent a batch under the same
-	// membership view as this owner's (Unix ns).
-	synced int64
+	// membership view as this owner's (Unix ns), and syncedAck the send
+	// time of the newest answer such a batch acknowledged.
+	synced, syncedAck int64
 	// The newest gap in contact: no answer sent between gapFrom (the send
 	// time of the last one acknowledged before it, or since) and gapAck
 	// (the first acknowledged after it) was acknowledged, and the two are
@@ -142,6 +143,9 @@ func (o *Owner) Acknowledge(now time.Time, origin string, ack, view uint64, cove
 	if view == o.view {
 		c.synced = nowNs
 		covers = true
+		if valid {
+			c.syncedAck = max(c.syncedAck, c.sent[ack%contactRing])
+		}
 	}
 	if covers && valid {
 		raise(&c.coveredAck, ack)

@@ -135,6 +135,13 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	if sums.unknown && sums.settling {
 		held = max(0, pool-rest)
 	}
+	// The window's excess over the threshold, if the members' known
+	// estimates and reserves add up to more (see below), counts without
+	// the pool held whole for caps another owner may have granted.
+	known := firm + rest + ghost
+	if rest < pool {
+		known += o.unseen(now, since, w, mw)
+	}
 	if sums.unknown || o.grantsUnseen(now, key, w, gc, mw, hidden) {
 		rest = max(rest, pool)
 	}
@@ -188,9 +195,9 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		// the estimates of the members in reach (rounded up), down to its
 		// count here: the caps of those members then add up to what the
 		// others' reserves leave.
-		if free < 0 && gc.weight > 0 {
+		if excess := min(-free, known+sums.e+estR-w.threshold); excess > 0 && gc.weight > 0 {
 			in := max(1, estR+sums.e)
-			g = max(r.total(), estR-(-free*estR+in-1)/in)
+			g = max(r.total(), estR-(excess*estR+in-1)/in)
 		}
 		if needSoonR > 0 {
 			spare = min(sums.silentExcess, needSoonR)
@@ -326,7 +333,10 @@ type grantContext struct {
 	// side's owner moved budget from n3 to n4 by their demand, n3
 	// reported first at the heal, and this owner handed out what n3 gave
 	// up while n4 held it: 1,025 admitted of 1,000).
-	cutSide  bool
+	cutSide bool
+	// sideBack: 0 not worked out yet, 1 every member out of contact when
+	// the window began came back, 2 not (see Owner.sideBack).
+	sideBack int8
 	left     int64   // ns left in the window
 	soon     float64 // ns ahead the members' demand is projected first
 	interval float64 // ns between a member's reports
@@ -361,6 +371,7 @@ func (o *Owner) grantContext(gc *grantContext, now int64, key Key, w *ownerWindo
 		gc.inherited, gc.owned = true, false
 	}
 	gc.otherSide, gc.cutSide = w.otherSide, w.cutSide
+	gc.sideBack = 0
 	// What nobody needs is judged over the time left in the window; the
 	// members' parts follow their demand over the next NeedHorizon
 	// intervals at most. Projected over a day-long window, any demand is
@@ -410,6 +421,9 @@ type memberSlot struct {
 	// out of contact.
 	cutShare int64
 	away     bool
+	// back: it was out of contact when the window began and came back
+	// with nothing to report here, as did the others (see sideBack).
+	back bool
 	// counts is how many members it said it counts (PeerMembers; 0: it
 	// did not say).
 	counts        int
@@ -504,6 +518,7 @@ func (o *Owner) refreshIn(w, prev *ownerWindow, name string) {
 	if ps == nil && prev != nil {
 		ps = prev.find(name)
 	}
+	sl.gc.sideBack = 0 // members may have come back since the last grant
 	o.slotOf(&sl.slots[i], &sl.gc, i, s, ps)
 }
 
@@ -516,7 +531,7 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 	sl.kind, sl.unknown, sl.settling, sl.inContact = slotSilent, false, false, false
 	sl.ver, sl.flipAt = o.members.vers[at], math.MaxInt64
 	sl.x, sl.static, sl.cur, sl.prev, sl.instant = 0, 0, 0, 0, 0
-	sl.side, sl.foreign, sl.counts, sl.cutShare = 0, -1, 0, 0
+	sl.side, sl.foreign, sl.counts, sl.cutShare, sl.back = 0, -1, 0, 0, false
 	if cr != nil {
 		sl.counts = cr.members
 	}
@@ -571,6 +586,12 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 			sl.static = max(sl.static, (gc.threshold+int64(cr.members)-1)/int64(cr.members))
 		}
 		sl.side = sl.static
+		if s == nil && o.backSince(cr, inContact, gc.start) && o.sideBack(gc) {
+			// It came back with nothing to report here, and so did every
+			// member out of contact when the window began: none of them
+			// spent anything in it (see backSince).
+			sl.static, sl.back = 0, true
+		}
 	}
 	switch {
 	case s != nil && inContact:
@@ -608,6 +629,45 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 	if gc.inherited && ((!inContact && sl.static == 0 && !gc.owned) || (inContact && !o.synced(gc.mw.names[i], cr) && !(self && gc.owned))) {
 		sl.unknown, sl.settling = true, inContact
 	}
+}
+
+// backSince reports whether a member out of contact when a window began
+// at start, in contact now (inContact), has since reported here every
+// window it admitted anything in: a batch built under this owner's
+// membership view, which reports every window the member has traffic in
+// among this owner's keys (Acknowledge's view), acknowledged an answer
+// this owner sent after the window began. Everything the member admitted
+// in the window before that answer reached it is in that batch or an
+// earlier one, and from then on it no longer falls back to its static
+// share there (a member falls back in a window when it has heard nothing
+// from its owner since FallbackAfter before the window began): it asks
+// first. The lock must be held.
+func (o *Owner) backSince(cr *contact, inContact bool, start int64) bool {
+	return inContact && cr != nil && !cr.self && cr.syncedAck >= start
+}
+
+// sideBack reports whether every member of gc's window that was out of
+// contact when the window began has come back (backSince). One that came
+// back with no report here spent nothing in the window, but while another
+// is still away, that one may have spent both shares: an owner on their
+// side of a partition splits their shares by demand (see sideBound). It
+// is worked out once per grant. The lock must be held.
+func (o *Owner) sideBack(gc *grantContext) bool {
+	if gc.sideBack == 0 {
+		gc.sideBack = 1
+		for _, at := range gc.mw.at {
+			cr := o.members.contact[at]
+			if cr != nil && cr.self {
+				continue
+			}
+			inContact := gc.now-contactAt(cr, gc.now) < gc.contactT && o.members.isAlive[at]
+			if o.outAtStart(contactBefore(cr, gc.start, gc.now), gc.start) && !o.backSince(cr, inContact, gc.start) {
+				gc.sideBack = 2
+				break
+			}
+		}
+	}
+	return gc.sideBack == 1
 }
 
 // slotSums is what a grant adds up of the members other than the one it
@@ -878,7 +938,7 @@ func (b *sideBound) add(sl *memberSlot, e int64) {
 	b.n++
 	b.counts = max(b.counts, sl.counts)
 	switch {
-	case sl.kind == slotSilent:
+	case sl.kind == slotSilent && !sl.back:
 		b.silent += max(sl.x, e, sl.static)
 		b.silentN++
 	case sl.foreign >= 0:

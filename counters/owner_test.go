@@ -231,7 +231,10 @@ func cutBeforeNextWindow(names ...string) (*Owner, map[string]*member, Key) {
 // side of the partition). When it comes back during the window, its fresh
 // acknowledgements do not make it a member that was in contact at the
 // window's start: its static share stays reserved until it holds a grant
-// of this owner, and then its grant is.
+// of this owner, and then its grant is; or until a batch built under the
+// owner's view, which reports every window the member has traffic in,
+// acknowledges an answer sent during the window and reports nothing in
+// it: the member spent nothing there, and asks before it admits.
 func TestOwnerMemberBackDuringWindow(t *testing.T) {
 	o, ms, k := cutBeforeNextWindow("a", "b", "c")
 	// c is cut off at 400 ms; the next window begins at 10 s.
@@ -240,12 +243,36 @@ func TestOwnerMemberBackDuringWindow(t *testing.T) {
 	if ans.Grant != 60 {
 		t.Fatalf("c cut off before the window: a's grant %d, want 60 (c's static share 30 reserved)", ans.Grant)
 	}
-	// c is back at 12 s and acknowledges answers again, but reports nothing
-	// in this window here.
-	beat(o, 12*time.Second, 13*time.Second, ms["a"], ms["b"], ms["c"])
+	// c is back at 12 s and acknowledges answers again, in batches built
+	// under no view (riders: only the windows that ask for more), and
+	// reports nothing in this window here.
+	for ts := 12 * time.Second; ts < 13*time.Second; ts += 200 * time.Millisecond {
+		ms["a"].hello(o, at(ts))
+		ms["b"].hello(o, at(ts))
+		seq := o.Hello(at(ts), "c")
+		o.Acknowledge(at(ts), "c", ms["c"].ack, 0, true)
+		ms["c"].ack = seq
+	}
 	ans = ms["a"].sync(o, at(13*time.Second), k, 90, 20)
 	if ans.Grant != 60 {
 		t.Fatalf("c back during the window: a's grant %d, want 60 (c may have spent its static share)", ans.Grant)
+	}
+	// A batch of c built under the owner's view acknowledges an answer
+	// sent in the window and reports nothing in it: c spent nothing here.
+	ms["c"].hello(o, at(13050*time.Millisecond))
+	ans = ms["a"].sync(o, at(13100*time.Millisecond), k, 90, 20)
+	if ans.Grant != 90 {
+		t.Fatalf("c back and synced, nothing reported: a's grant %d, want 90", ans.Grant)
+	}
+	// While another member cut off before the window is still away, c's
+	// share stays reserved: on their side of the partition an owner may
+	// have moved it to that member.
+	o2, ms2, k2 := cutBeforeNextWindow("a", "b", "c", "d")
+	beat(o2, 400*time.Millisecond, 12*time.Second, ms2["a"], ms2["b"])
+	beat(o2, 12*time.Second, 13*time.Second, ms2["a"], ms2["b"], ms2["c"])
+	ans = ms2["a"].sync(o2, at(13*time.Second), k2, 100, 20)
+	if ans.Grant != 50 {
+		t.Fatalf("c back, d still away: a's grant %d, want 50 (c's and d's static shares of 25 reserved)", ans.Grant)
 	}
 	// c reports its count and gets a grant of this owner; once it
 	// acknowledges it, the grant is what it holds, not its static share.

@@ -247,10 +247,13 @@ func TestExploreDeterministic(t *testing.T) {
 
 // exploreRatchet is, for the CI's run (500 scenarios from seed 1), the
 // number of lease's windows over all classes that may miss each design
-// target: what was measured plus 2% for noise, since owners bound what a
-// member found stopped spent after its last report by its demand
-// (counters.StoppedDemandFactor, 2026-11-27): 434 windows over, 8,965
-// under and 12,705 wrongly denied of 80,298. Before it 432, 9,007 and
+// target: what was measured plus 2% for noise, since owners release the
+// static shares of members that came back from a partition with nothing
+// to report (counters.Owner.sideBack) and lower a sliding tier's caps
+// only by the known excess (2026-11-27): 442 windows over, 8,801 under
+// and 12,521 wrongly denied of 80,298. Before them 434, 8,965 and
+// 12,705, since owners bound what a member found stopped spent after its
+// last report by its demand (counters.StoppedDemandFactor). Before it 432, 9,007 and
 // 12,726, with counters.StoppedClockSlack; 432, 9,146 and 12,807 before
 // that, since the reference and the wrongly-denied count bound a tier of
 // an SLA with several by the room its other tiers' windows ended with
@@ -259,7 +262,7 @@ func TestExploreDeterministic(t *testing.T) {
 // every change before. A change that misses more fails TestExploreMany;
 // one that misses fewer should lower these.
 var exploreRatchet = map[int][numTargets]int{
-	500: {TargetOvershoot: 443, TargetUndershootSafe: 9144, TargetWronglyDenied: 12959},
+	500: {TargetOvershoot: 451, TargetUndershootSafe: 8977, TargetWronglyDenied: 12771},
 }
 
 // TestExploreMany runs the explorer over -explore scenarios (none by
