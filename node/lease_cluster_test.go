@@ -274,6 +274,39 @@ func TestLeaseMemberCutMidWindow(t *testing.T) {
 	}
 }
 
+// TestLeaseIdleMemberBackAfterPartition: n2, which serves none of the
+// traffic, is cut off 2 s into a window and healed 0.5 s into the next,
+// before the gossip notices (LAN profile). Out of contact when that window
+// began, n2 may have spent its static share there, so the owner reserves
+// it; once n2 is back and has sent a complete batch that reports nothing
+// in the window, it spent nothing there, and the owner releases the share
+// (counters.Owner.sideBack). Both tenants are pinned to n0: at 80% no
+// request is denied, at 2x the window is charged its whole limit. Before,
+// the owner kept n2's third of each limit to the window's end: a sixth of
+// the 80% tenant's requests denied, and the 2x tenant charged 333 of 500
+// (sim/testdata/heal-idle-side.txt).
+func TestLeaseIdleMemberBackAfterPartition(t *testing.T) {
+	c := startLANCluster(t, 3)
+	loads := []leaseLoad{
+		{tenant: "p80", rate: rate80(), pick: pinned(0)},
+		{tenant: "p2x", rate: rate2x(), pick: pinned(0)},
+	}
+	cutAt, healAt := leasePeriod+2*time.Second, 2*leasePeriod+500*time.Millisecond
+	cut, healed := false, false
+	atLeaseWindowStart(t, c)
+	counts := driveLoads(c, loads, 5*leasePeriod, func(at time.Duration) {
+		switch {
+		case !cut && at >= cutAt:
+			cut = true
+			c.net.Cut(names(c.nodes[:2]), names(c.nodes[2:]))
+		case !healed && at >= healAt:
+			healed = true
+			c.net.Heal()
+		}
+	})
+	checkLease(t, counts, loads)
+}
+
 // TestLeaseMemberKilledMidWindow: round-robin load; 2.5 s into a window
 // n2 is killed (Node.Kill: its listeners close, as when its process is
 // killed) and its clients move to n0 and n1. The gossip notices after
