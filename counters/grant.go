@@ -135,22 +135,20 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	if sums.unknown && sums.settling {
 		held = max(0, pool-rest)
 	}
-	// The window's excess over the threshold, if the members' known
-	// estimates and reserves add up to more (see below), counts without
-	// the pool held whole for caps another owner may have granted.
-	known := firm + rest + ghost
-	if rest < pool {
-		known += o.unseen(now, since, w, mw)
-	}
-	if sums.unknown || o.grantsUnseen(now, key, w, gc, mw, hidden) {
-		rest = max(rest, pool)
-	}
 	// Members this owner never saw may spend their static shares, out of
 	// the pool (what no other owner's cap holds): a pool held whole covers
 	// them.
 	committed := firm + rest + ghost
 	if rest < pool {
 		committed += o.unseen(now, since, w, mw)
+	}
+	// The window's excess over the threshold, if the members' known
+	// estimates and reserves add up to more (see below), counts without
+	// the pool held whole for caps another owner may have granted.
+	known := committed
+	if sums.unknown || o.grantsUnseen(now, key, w, gc, mw, hidden) {
+		rest = max(rest, pool)
+		committed = firm + rest + ghost
 	}
 
 	free := w.threshold - committed - sums.e - estR
@@ -382,6 +380,13 @@ func (o *Owner) grantContext(gc *grantContext, now int64, key Key, w *ownerWindo
 	gc.interval = float64(o.cfg.Interval)
 }
 
+// inContact reports whether a member (its contact record cr, nil if it
+// has none) is in contact with the owner at gc's time: alive, and it
+// acknowledged an answer sent within the contact period.
+func (gc *grantContext) inContact(cr *contact, alive bool) bool {
+	return alive && gc.now-contactAt(cr, gc.now) < gc.contactT
+}
+
 // est is a member's own estimate, as the member itself computes it, from
 // its states in the window and the one before.
 func (gc *grantContext) est(s, ps *originState) int64 {
@@ -544,12 +549,9 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 	if ps != nil {
 		sl.prev = ps.total()
 	}
-	inContact := false
-	if last := contactAt(cr, gc.now); gc.now-last < gc.contactT && alive {
-		inContact = true
-		if cr != nil && !cr.self {
-			sl.flipAt = last + gc.contactT
-		}
+	inContact := gc.inContact(cr, alive)
+	if inContact && cr != nil && !cr.self {
+		sl.flipAt = contactAt(cr, gc.now) + gc.contactT
 	}
 	sl.away = !inContact
 	c := contactBefore(cr, gc.start, gc.now)
@@ -660,8 +662,7 @@ func (o *Owner) sideBack(gc *grantContext) bool {
 			if cr != nil && cr.self {
 				continue
 			}
-			inContact := gc.now-contactAt(cr, gc.now) < gc.contactT && o.members.isAlive[at]
-			if o.outAtStart(contactBefore(cr, gc.start, gc.now), gc.start) && !o.backSince(cr, inContact, gc.start) {
+			if o.outAtStart(contactBefore(cr, gc.start, gc.now), gc.start) && !o.backSince(cr, gc.inContact(cr, o.members.isAlive[at]), gc.start) {
 				gc.sideBack = 2
 				break
 			}

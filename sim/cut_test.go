@@ -56,21 +56,28 @@ at 17.5s heal
 				name := fmt.Sprintf("%s@%ss", strings.ReplaceAll(cut, " ", "_"), at)
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
-					sc := scenario(t, src)
-					for _, seed := range []uint64{1, 2} {
-						lease, err := Run(sc, Lease, seed)
-						if err != nil {
-							t.Fatal(err)
-						}
-						static, err := Run(sc, Static, seed)
-						if err != nil {
-							t.Fatal(err)
-						}
-						checkCutWindows(t, seed, lease, static)
-					}
+					checkCutScenario(t, src, 1, 2)
 				})
 			}
 		}
+	}
+}
+
+// checkCutScenario runs scenario src under lease and static at each seed
+// and checks lease's windows against the bounds of checkCutWindows.
+func checkCutScenario(t *testing.T, src string, seeds ...uint64) {
+	t.Helper()
+	sc := scenario(t, src)
+	for _, seed := range seeds {
+		lease, err := Run(sc, Lease, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		static, err := Run(sc, Static, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkCutWindows(t, seed, lease, static)
 	}
 }
 
