@@ -186,9 +186,6 @@ func (t *Table) check(nowNs int64, l *Limit, e *Entry, cost int64, share uint64)
 	}
 	ok, rem := admit(p, &v)
 	reset := time.Duration(e.cur.Start + e.sc.period - nowNs)
-	if !ok && DebugTenant != "" && l.Tenant == DebugTenant {
-		println("D", nowNs/1e6%100000, e.cur.Start/1e9%1000, "own", v.PrevOwn+v.Own, "granted", v.Granted, "has", v.HasGrant, "inf", v.Informed, "spare", v.Spare, "rem", v.Remaining(), "pend", leasePending(&v))
-	}
 	if !ok {
 		if lease && leasePending(&v) {
 			t.markAsking(e)
