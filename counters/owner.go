@@ -434,6 +434,7 @@ type originState struct {
 	hasForeign  bool   // see foreignCap
 	self        bool   // the origin is this owner itself
 	moved       bool   // its traffic seems to have moved away (see moved)
+	snapPrevRun bool   // its snapshot is a total an earlier run of this owner answered (see hidden)
 	held        int64  // cap the origin reported holding
 	given       int64  // cap the owner last granted
 	givenSeq    uint64 // the number of the answer that carried it (Hello)
@@ -1066,7 +1067,8 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 			}
 			st.snapOthers, st.snapOwn = r.KnownGlobal-r.KnownAcked, r.KnownAcked
 			st.snapFrom, st.snapInc, st.snapRun = r.KnownFrom, r.KnownFromIncarnation, incarnation
-			if r.KnownFrom == o.cfg.Self {
+			st.snapPrevRun = r.KnownFrom == o.cfg.Self
+			if st.snapPrevRun {
 				w.prevRunKnown = true // a total an earlier run of this member answered
 			}
 		} else if o.foreign(r.KnownFrom, r.KnownFromIncarnation) && st.base == 0 {
@@ -1251,18 +1253,50 @@ func (w *ownerWindow) hidden() int64 {
 	if w.snaps == 0 {
 		return 0
 	}
-	var part int64
+	var part, prevRun int64
 	for _, x := range w.origins {
 		part += x.part()
+		if x.snapPrevRun {
+			prevRun += x.part()
+		}
 	}
 	var h int64
 	for _, o := range w.origins {
-		if o.snapFrom == "" {
+		switch {
+		case o.snapFrom == "":
 			continue
+		case o.snapPrevRun:
+			// A total an earlier run of this owner answered holds that
+			// run's own count, which no origin reports, and the others'
+			// parts of that run's total: known only of the origins that
+			// brought that run's totals (and of those that brought none,
+			// which this owner counted itself). The part of an origin
+			// that brought another owner's total (a successor that stood
+			// in) is its part of that one: the run before may have
+			// counted only some of it (sim/testdata/owner-restart-midwindow:
+			// n1, the successor, brought its own total, its part 169,
+			// where the crashed run's total held 25 of n1's; taking off
+			// 169 left 28 of that run's own 111 counts, and 1,083 were
+			// admitted of 1,000).
+			h = max(h, o.snapOthers-(part-o.part()-w.otherSources(o))-o.earlierPart())
+		default:
+			h = max(h, o.snapOthers-(part-o.part())-o.earlierPart())
 		}
-		h = max(h, o.snapOthers-(part-o.part())-o.earlierPart())
 	}
 	return h
+}
+
+// otherSources is the sum of the parts of the origins other than o that
+// brought a total from an owner other than o's, and other than an
+// earlier run of this owner (see hidden).
+func (w *ownerWindow) otherSources(o *originState) int64 {
+	var n int64
+	for _, x := range w.origins {
+		if x != o && x.snapFrom != "" && !x.snapPrevRun && (x.snapFrom != o.snapFrom || x.snapInc != o.snapInc) {
+			n += x.part()
+		}
+	}
+	return n
 }
 
 // Sweep drops windows that ended more than a period plus the grace ago,
