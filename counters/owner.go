@@ -1253,11 +1253,11 @@ func (w *ownerWindow) hidden() int64 {
 	if w.snaps == 0 {
 		return 0
 	}
-	var part, prevRun int64
+	var part, self int64
 	for _, x := range w.origins {
 		part += x.part()
-		if x.snapPrevRun {
-			prevRun += x.part()
+		if x.snapFrom == x.name && !x.snapPrevRun {
+			self += x.part() // see below
 		}
 	}
 	var h int64
@@ -1268,35 +1268,21 @@ func (w *ownerWindow) hidden() int64 {
 		case o.snapPrevRun:
 			// A total an earlier run of this owner answered holds that
 			// run's own count, which no origin reports, and the others'
-			// parts of that run's total: known only of the origins that
-			// brought that run's totals (and of those that brought none,
-			// which this owner counted itself). The part of an origin
-			// that brought another owner's total (a successor that stood
-			// in) is its part of that one: the run before may have
-			// counted only some of it (sim/testdata/owner-restart-midwindow:
-			// n1, the successor, brought its own total, its part 169,
-			// where the crashed run's total held 25 of n1's; taking off
-			// 169 left 28 of that run's own 111 counts, and 1,083 were
-			// admitted of 1,000).
-			h = max(h, o.snapOthers-(part-o.part()-w.otherSources(o))-o.earlierPart())
+			// parts as that run had them. An origin that stood in as its
+			// own owner since (the series was its own in its view) brings
+			// its own answer, whose part is all it has admitted, not what
+			// the earlier run had of it: taking that off left most of the
+			// earlier run's count out (sim/testdata/owner-restart-midwindow:
+			// n1's part 169 where the crashed run's totals held 25 of it;
+			// 28 of that run's 111 stayed counted, 1,025 admitted of 1,000).
+			// Its part there is not known, and none is taken off (o is
+			// not among those: its knowledge is the earlier run's).
+			h = max(h, o.snapOthers-(part-o.part()-self)-o.earlierPart())
 		default:
 			h = max(h, o.snapOthers-(part-o.part())-o.earlierPart())
 		}
 	}
 	return h
-}
-
-// otherSources is the sum of the parts of the origins other than o that
-// brought a total from an owner other than o's, and other than an
-// earlier run of this owner (see hidden).
-func (w *ownerWindow) otherSources(o *originState) int64 {
-	var n int64
-	for _, x := range w.origins {
-		if x != o && x.snapFrom != "" && !x.snapPrevRun && (x.snapFrom != o.snapFrom || x.snapInc != o.snapInc) {
-			n += x.part()
-		}
-	}
-	return n
 }
 
 // Sweep drops windows that ended more than a period plus the grace ago,
