@@ -126,24 +126,6 @@ func TestOwnerRestartedTakesBackItsTotals(t *testing.T) {
 	})
 }
 
-// TestOwnerRestartedWithASuccessorsTotal: b restarts (incarnation 2) while
-// the others bring what b's first run told them, except d, which had
-// stood in as its own owner meanwhile and brings its own total: its part
-// of that (20) is not its part of b's first run's totals (2 at most), so
-// it is not taken off them. b's first run counted 10: a's total less the
-// parts of a and c leaves 12 (d's part there, 2, unknown, stays in), and
-// the global holds it. Taking off d's 20 left only what d had learnt of
-// that run early on (1): sim/testdata/owner-restart-midwindow, where the
-// restarted owner then granted 1,083 of 1,000.
-func TestOwnerRestartedWithASuccessorsTotal(t *testing.T) {
-	o := handoverOwner("b", 2, "a", "b", "c", "d")
-	runHandover(t, o, 0, []handoverStep{
-		{"a", 1, 20, 17, 3, "b", 20 + 14},
-		{"c", 1, 20, 17, 2, "b", 40 + 12},
-		{"d", 1, 20, 26, 20, "d", 60 + 12},
-	})
-}
-
 // TestOwnerAfterAPartitionHeals: a owns the series throughout; c is cut
 // off at 1 s, takes the series over on its side (its total there, 9,
 // includes a's and b's 4 as a last told it) and comes back at 4 s. a kept

@@ -434,7 +434,6 @@ type originState struct {
 	hasForeign  bool   // see foreignCap
 	self        bool   // the origin is this owner itself
 	moved       bool   // its traffic seems to have moved away (see moved)
-	snapPrevRun bool   // its snapshot is a total an earlier run of this owner answered (see hidden)
 	held        int64  // cap the origin reported holding
 	given       int64  // cap the owner last granted
 	givenSeq    uint64 // the number of the answer that carried it (Hello)
@@ -1067,8 +1066,7 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 			}
 			st.snapOthers, st.snapOwn = r.KnownGlobal-r.KnownAcked, r.KnownAcked
 			st.snapFrom, st.snapInc, st.snapRun = r.KnownFrom, r.KnownFromIncarnation, incarnation
-			st.snapPrevRun = r.KnownFrom == o.cfg.Self
-			if st.snapPrevRun {
+			if r.KnownFrom == o.cfg.Self {
 				w.prevRunKnown = true // a total an earlier run of this member answered
 			}
 		} else if o.foreign(r.KnownFrom, r.KnownFromIncarnation) && st.base == 0 {
@@ -1253,34 +1251,16 @@ func (w *ownerWindow) hidden() int64 {
 	if w.snaps == 0 {
 		return 0
 	}
-	var part, self int64
+	var part int64
 	for _, x := range w.origins {
 		part += x.part()
-		if x.snapFrom == x.name && !x.snapPrevRun {
-			self += x.part() // see below
-		}
 	}
 	var h int64
 	for _, o := range w.origins {
-		switch {
-		case o.snapFrom == "":
+		if o.snapFrom == "" {
 			continue
-		case o.snapPrevRun:
-			// A total an earlier run of this owner answered holds that
-			// run's own count, which no origin reports, and the others'
-			// parts as that run had them. An origin that stood in as its
-			// own owner since (the series was its own in its view) brings
-			// its own answer, whose part is all it has admitted, not what
-			// the earlier run had of it: taking that off left most of the
-			// earlier run's count out (sim/testdata/owner-restart-midwindow:
-			// n1's part 169 where the crashed run's totals held 25 of it;
-			// 28 of that run's 111 stayed counted, 1,025 admitted of 1,000).
-			// Its part there is not known, and none is taken off (o is
-			// not among those: its knowledge is the earlier run's).
-			h = max(h, o.snapOthers-(part-o.part()-self)-o.earlierPart())
-		default:
-			h = max(h, o.snapOthers-(part-o.part())-o.earlierPart())
 		}
+		h = max(h, o.snapOthers-(part-o.part())-o.earlierPart())
 	}
 	return h
 }
