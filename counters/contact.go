@@ -79,6 +79,11 @@ func (o *Owner) PeerMembers(now time.Time, origin string, n int) {
 	if n != c.members {
 		c.membersSince = nowNs
 	}
+	// See countedCache: a number said again while no kept result has
+	// taken it for out of the contact period changes nothing.
+	if n != c.members || c.membersAt+int64(o.cfg.Contact) <= max(nowNs, o.countedAt) || nowNs < c.membersAt {
+		o.counted++
+	}
 	c.members, c.membersAt = n, nowNs
 }
 
@@ -95,17 +100,31 @@ func (o *Owner) knowsFewer(now int64, mw *memberWindow) bool {
 // since within Settle of this owner's first view, count: a member that
 // joined is counted by some members a little before the others see it.
 // The lock must be held.
+//
+// Settled, it is kept in the member window (countedCache) while it holds:
+// a grant asks for it, and it changes far less often than grants come.
 func (o *Owner) mostCounted(now int64, mw *memberWindow, settled bool) int {
-	most := 0
+	cc := &mw.counted
+	if settled && cc.ok && cc.ver == o.counted && cc.firstView == o.firstView && now >= cc.from && now < cc.until {
+		return cc.most
+	}
+	most, until := 0, int64(math.MaxInt64)
+	contactT, settle := int64(o.cfg.Contact), int64(o.cfg.Settle)
 	for i := range mw.names {
 		c := o.members.contact[mw.at[i]]
-		if c == nil || now-c.membersAt >= int64(o.cfg.Contact) {
+		if c == nil || now-c.membersAt >= contactT {
 			continue
 		}
-		if settled && c.membersSince > now-int64(o.cfg.Settle) && c.membersSince > o.firstView+int64(o.cfg.Settle) {
+		until = min(until, c.membersAt+contactT)
+		if settled && c.membersSince > now-settle && c.membersSince > o.firstView+settle {
+			until = min(until, c.membersSince+settle)
 			continue
 		}
 		most = max(most, c.members)
+	}
+	if settled {
+		*cc = countedCache{ok: true, ver: o.counted, firstView: o.firstView, from: now, until: until, most: most}
+		o.countedAt = max(o.countedAt, now)
 	}
 	return most
 }
@@ -172,6 +191,7 @@ func (o *Owner) contact(nowNs int64, origin string) *contact {
 		if i, ok := o.members.index[origin]; ok {
 			o.members.contact[i], c.at = c, i
 			o.members.records++
+			o.counted++
 		}
 	}
 	return c

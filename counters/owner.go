@@ -221,6 +221,13 @@ type Owner struct {
 	// firstView is when this owner got its first membership view (Unix
 	// ns): it knows nothing of the windows that began before (see grant).
 	firstView int64
+	// counted counts the changes to what the members said they count
+	// that may change mostCounted before the time alone would
+	// (countedCache): a new number, one said again after falling out of
+	// the contact period, a record attached to a member. countedAt is the
+	// latest time a result was kept at.
+	counted   uint64
+	countedAt int64
 	// left holds the members that left the view gracefully (neither alive
 	// nor gone), and when: the members this owner saw are those of
 	// members.sorted and these (see unseen). At most maxLeft, the oldest
@@ -280,6 +287,22 @@ type memberWindow struct {
 	names []string
 	at    []int
 	pos   map[string]int
+	// counted keeps what mostCounted found of these members, settled.
+	counted countedCache
+}
+
+// countedCache is the most members a member of a member window said it
+// counts, settled (Owner.mostCounted), as found at from: it holds for the
+// times in [from, until), until the first moment a number said falls out
+// of the contact period or one unsettled settles, while no member says a
+// new number or comes back after saying none for that long (ver, see
+// Owner.counted) and this owner's first view stays the same.
+type countedCache struct {
+	ok          bool
+	ver         uint64
+	firstView   int64
+	from, until int64
+	most        int
 }
 
 // window returns the members that may spend budget in a window whose
@@ -739,6 +762,7 @@ func (o *Owner) SetMembersStopped(now time.Time, alive []string, gone, stopped m
 		m.changedAt = now.UnixNano()
 	}
 	o.members = m
+	o.counted++
 	o.view = ViewDigest(alive)
 	o.seeMembers(now.UnixNano(), alive)
 	o.members.contact = make([]*contact, len(m.sorted))

@@ -319,6 +319,34 @@ func (e *Engine) TakeAgain(now time.Time, limits []counters.Limit, cost int64) (
 	return e.table.TakeAgain(e.clock.at(now), limits, cost)
 }
 
+// WakeOn says when a pending decision (counters.Decision.Pending) of
+// limits may change, so that it is decided again then and not at every
+// call's end: it appends to dst the owners of their series in the current
+// membership view (each once; the store's name with a central store),
+// whose answers bring what it waits for, and reports every when each call's
+// end may matter: a sliding tier, whose previous window slides out with
+// the time alone, or a series this member owns, merged with no call. A
+// round's end decides every waiting request again in any case.
+func (e *Engine) WakeOn(limits []counters.Limit, dst []string) (owners []string, every bool) {
+	if e.cfg.Central != "" {
+		return append(dst, e.cfg.Central), false
+	}
+	owner := e.ring.OwnerFunc()
+	start := len(dst)
+	for i := range limits {
+		every = every || limits[i].Algorithm == counters.Sliding
+		o, ok := owner(limits[i].Hash())
+		if !ok || o == e.cfg.Name {
+			every = true
+			continue
+		}
+		if !slices.Contains(dst[start:], o) {
+			dst = append(dst, o)
+		}
+	}
+	return dst, every
+}
+
 // SetMembers installs a new membership view: the names of the members alive
 // now (self is added if missing). It rebuilds the ring, the static shares
 // (counting members gone for less than MaxPeriod, who may still be serving

@@ -70,10 +70,13 @@ type Node struct {
 	decisions atomic.Uint64 // for sampling the latency metric
 	roundMu   sync.Mutex
 	roundDone chan struct{} // closed when the running (or next) sync round ends
-	callDone  chan struct{} // closed when the next sync call (or round) ends
-	storeDown atomic.Bool
-	syncCalls atomic.Uint64
-	syncBytes atomic.Uint64
+	// callWaiters lists, by owner, the waiting requests to wake when a
+	// call to that owner ends (see nextCall); a round's end wakes them all
+	// through roundDone, and forgets the lists.
+	callWaiters map[string][]*callWaiter
+	storeDown   atomic.Bool
+	syncCalls   atomic.Uint64
+	syncBytes   atomic.Uint64
 
 	state   atomic.Int32 // stateNew, stateRunning, stateClosed
 	stop    chan struct{}
@@ -138,10 +141,10 @@ func New(cfg Config) (*Node, error) {
 		stop:   make(chan struct{}),
 		kick:   make(chan struct{}, 1),
 
-		roundDone: make(chan struct{}),
-		callDone:  make(chan struct{}),
-		warn:      logevery.New(warnInterval),
-		failing:   map[string]failStreak{},
+		roundDone:   make(chan struct{}),
+		callWaiters: map[string][]*callWaiter{},
+		warn:        logevery.New(warnInterval),
+		failing:     map[string]failStreak{},
 	}
 	n.auth = newPeerAuth(n.authKeys)
 	if ownRegistry {
@@ -278,11 +281,18 @@ func (n *Node) waitPending(ctx context.Context, limits []counters.Limit, cost in
 		defer t.Stop()
 		timeout = t.C
 	}
+	var owners []string
+	var every bool
 	for timeout != nil {
-		call := n.nextCall()
+		// Woken when an owner of its series answers, or the round ends:
+		// another owner's answer brings it nothing, unless the time alone
+		// may change its decision (Engine.WakeOn).
+		owners, every = n.engine.WakeOn(limits, owners[:0])
+		call, round := n.nextCall(owners, every)
 		n.kickSync()
 		select {
 		case <-call:
+		case <-round:
 		case <-timeout:
 			timeout = nil
 		case <-ctx.Done():
@@ -312,26 +322,58 @@ func (n *Node) nextRound() <-chan struct{} {
 	return n.roundDone
 }
 
-// nextCall returns a channel closed when a sync call ends (or a round,
-// which may have had none: the windows this member owns merge with none).
-func (n *Node) nextCall() <-chan struct{} {
+// callWaiter is a waiting request's wake-up by a call's end: ch is closed
+// at the first end of a call to one of the owners it waits for (or of
+// any call).
+type callWaiter struct {
+	ch    chan struct{}
+	woken bool
+}
+
+// nextCall returns a channel closed when a sync call to one of owners
+// ends (every: any call), and one closed when the sync round ends (which
+// may have had no call).
+func (n *Node) nextCall(owners []string, every bool) (call, round <-chan struct{}) {
 	n.roundMu.Lock()
 	defer n.roundMu.Unlock()
-	return n.callDone
+	if every {
+		owners = []string{anyCall}
+	}
+	if len(owners) == 0 {
+		return nil, n.roundDone
+	}
+	w := &callWaiter{ch: make(chan struct{})}
+	for _, o := range owners {
+		n.callWaiters[o] = append(n.callWaiters[o], w)
+	}
+	return w.ch, n.roundDone
 }
+
+// anyCall lists in Node.callWaiters the requests woken at any call's end:
+// no member is named "".
+const anyCall = ""
 
 // endRound wakes whoever waits for the end of a sync round or call.
 func (n *Node) endRound() {
 	n.roundMu.Lock()
 	renew(&n.roundDone)
-	renew(&n.callDone)
+	clear(n.callWaiters) // woken by roundDone
 	n.roundMu.Unlock()
 }
 
-// endCall wakes whoever waits for the end of a sync call.
-func (n *Node) endCall() {
+// endCall wakes whoever waits for the end of a sync call to owner, or of
+// any call.
+func (n *Node) endCall(owner string) {
 	n.roundMu.Lock()
-	renew(&n.callDone)
+	for _, o := range [2]string{owner, anyCall} {
+		for _, w := range n.callWaiters[o] {
+			if !w.woken {
+				w.woken = true
+				close(w.ch)
+			}
+		}
+		delete(n.callWaiters, o)
+	}
 	n.roundMu.Unlock()
 }
 
@@ -657,7 +699,7 @@ func (n *Node) send(ctx context.Context, b *Batch) {
 		n.engine.Fail(now, b)
 	}
 	n.engine.Release(b)
-	n.endCall()
+	n.endCall(b.Owner)
 	if err != nil {
 		n.m.syncError.Inc()
 		n.log.Debug("sync call failed", "owner", b.Owner, "reports", reports, "took", took, "deadline", timeout, "err", err)

@@ -215,6 +215,11 @@ type parked struct {
 	deadline int64
 	retried  bool // a client's retry
 	done     bool
+	// owners are the owners of its series at its last decision, and every
+	// whether each call's end may change it (node.Engine.WakeOn): it is
+	// decided again when a call to one of them ends (see retryParked).
+	owners []string
+	every  bool
 }
 
 // serving reports whether the load balancer sends the instance requests:
@@ -551,6 +556,7 @@ func (w *world) request(st *stream, in *instance, retried bool) {
 		// the end of its window (it is then decided, and charged, in the
 		// next one).
 		p := &parked{inst: in, gen: in.gen, stream: st, series: s, arrived: w.vt, deadline: w.vt + int64(w.sc.PendingWait), retried: retried}
+		p.owners, p.every = in.eng.WakeOn(s.limits, nil)
 		in.parked = append(in.parked, p)
 		w.stats.Pending++
 		w.q.push(&event{at: p.deadline, kind: evPendingDeadline, park: p})
@@ -616,7 +622,7 @@ func (w *world) tick(in *instance) {
 		// them when a round or a call ends), those still pending asking
 		// for a round after this one.
 		if timedOut && in.eng != nil {
-			w.retryParked(in)
+			w.retryParked(in, "")
 		}
 	} else {
 		in.fullDue = true // after the open round: every interval has its full round
@@ -652,7 +658,7 @@ func (w *world) roundProgress(in *instance) {
 	if in.eng == nil || in.leaving > 0 {
 		return
 	}
-	w.retryParked(in)
+	w.retryParked(in, "")
 	switch {
 	case in.fullDue:
 		in.fullDue = false
@@ -685,20 +691,28 @@ func (w *world) kickSync(in *instance) {
 	w.startRound(in, true)
 }
 
-// retryParked decides the waiting requests again; those still pending ask
-// for another round.
-func (w *world) retryParked(in *instance) {
+// retryParked decides the waiting requests again, as the node wakes them
+// (Node.waitPending): when a call to owner ends, those waiting for an
+// answer of owner or for any call's end (node.Engine.WakeOn), and at a
+// round's end (owner ""), all. Those still pending ask for another round.
+func (w *world) retryParked(in *instance, owner string) {
 	if len(in.parked) == 0 {
 		return
 	}
-	still := in.parked[:0]
+	still, asked := in.parked[:0], false
 	for _, p := range in.parked {
 		if p.done {
 			continue
 		}
+		if owner != "" && !p.every && !slices.Contains(p.owners, owner) {
+			still = append(still, p) // nothing it waits for came
+			continue
+		}
 		d, err := in.eng.TakeAgain(in.now(), p.series.limits, 1)
 		if err == nil && d.Pending {
+			p.owners, p.every = in.eng.WakeOn(p.series.limits, p.owners[:0])
 			still = append(still, p)
+			asked = true
 			continue
 		}
 		if err != nil {
@@ -710,7 +724,7 @@ func (w *world) retryParked(in *instance) {
 		in.parked[i] = nil
 	}
 	in.parked = still
-	if len(still) > 0 {
+	if asked {
 		w.kickSync(in)
 	}
 }
@@ -875,7 +889,7 @@ func (w *world) callEnded(f *flight) {
 		return
 	}
 	if f.batch != nil && !w.roundOver(in) {
-		w.retryParked(in)
+		w.retryParked(in, f.batch.Owner)
 	}
 	w.roundProgress(in)
 }
