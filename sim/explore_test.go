@@ -247,9 +247,12 @@ func TestExploreDeterministic(t *testing.T) {
 
 // exploreRatchet is, for the CI's run (500 scenarios from seed 1), the
 // number of lease's windows over all classes that may miss each design
-// target: what was measured plus 2% for noise, since owners release the
-// static shares of members that came back from a partition with nothing
-// to report (counters.Owner.sideBack) and lower a sliding tier's caps
+// target: what was measured plus 2% for noise, since a waiting request
+// is decided again when its owner answers and at the round's end, not at
+// every call's end (node.Engine.WakeOn, 2026-11-28): 438 windows over,
+// 8,799 under and 12,494 wrongly denied of 80,298. Before it, since
+// owners release the static shares of members that came back from a
+// partition with nothing to report (counters.Owner.sideBack) and lower a sliding tier's caps
 // only by the known excess (2026-11-27): 442 windows over, 8,801 under
 // and 12,521 wrongly denied of 80,298. Before them 434, 8,965 and
 // 12,705, since owners bound what a member found stopped spent after its
@@ -262,7 +265,7 @@ func TestExploreDeterministic(t *testing.T) {
 // every change before. A change that misses more fails TestExploreMany;
 // one that misses fewer should lower these.
 var exploreRatchet = map[int][numTargets]int{
-	500: {TargetOvershoot: 451, TargetUndershootSafe: 8977, TargetWronglyDenied: 12771},
+	500: {TargetOvershoot: 447, TargetUndershootSafe: 8975, TargetWronglyDenied: 12744},
 }
 
 // TestExploreMany runs the explorer over -explore scenarios (none by
