@@ -105,7 +105,7 @@ func (o *Owner) knowsFewer(now int64, mw *memberWindow) bool {
 // a grant asks for it, and it changes far less often than grants come.
 func (o *Owner) mostCounted(now int64, mw *memberWindow, settled bool) int {
 	cc := &mw.counted
-	if settled && cc.ok && cc.ver == o.counted && cc.firstView == o.firstView && now >= cc.from && now < cc.until {
+	if settled && cc.ver == o.counted && cc.firstView == o.firstView && now >= cc.from && now < cc.until {
 		return cc.most
 	}
 	most, until := 0, int64(math.MaxInt64)
@@ -123,7 +123,7 @@ func (o *Owner) mostCounted(now int64, mw *memberWindow, settled bool) int {
 		most = max(most, c.members)
 	}
 	if settled {
-		*cc = countedCache{ok: true, ver: o.counted, firstView: o.firstView, from: now, until: until, most: most}
+		*cc = countedCache{ver: o.counted, firstView: o.firstView, from: now, until: until, most: most}
 		o.countedAt = max(o.countedAt, now)
 	}
 	return most

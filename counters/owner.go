@@ -296,9 +296,9 @@ type memberWindow struct {
 // times in [from, until), until the first moment a number said falls out
 // of the contact period or one unsettled settles, while no member says a
 // new number or comes back after saying none for that long (ver, see
-// Owner.counted) and this owner's first view stays the same.
+// Owner.counted) and this owner's first view stays the same. The zero
+// value holds for no time (until 0).
 type countedCache struct {
-	ok          bool
 	ver         uint64
 	firstView   int64
 	from, until int64

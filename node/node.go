@@ -337,7 +337,7 @@ func (n *Node) nextCall(owners []string, every bool) (call, round <-chan struct{
 	n.roundMu.Lock()
 	defer n.roundMu.Unlock()
 	if every {
-		owners = []string{anyCall}
+		owners = anyCallOnly
 	}
 	if len(owners) == 0 {
 		return nil, n.roundDone
@@ -352,6 +352,9 @@ func (n *Node) nextCall(owners []string, every bool) (call, round <-chan struct{
 // anyCall lists in Node.callWaiters the requests woken at any call's end:
 // no member is named "".
 const anyCall = ""
+
+// anyCallOnly is the owners of a waiter woken at any call's end.
+var anyCallOnly = []string{anyCall}
 
 // endRound wakes whoever waits for the end of a sync round or call.
 func (n *Node) endRound() {

@@ -252,9 +252,9 @@ func TestExploreDeterministic(t *testing.T) {
 // every call's end (node.Engine.WakeOn, 2026-11-28): 438 windows over,
 // 8,799 under and 12,494 wrongly denied of 80,298. Before it, since
 // owners release the static shares of members that came back from a
-// partition with nothing to report (counters.Owner.sideBack) and lower a sliding tier's caps
-// only by the known excess (2026-11-27): 442 windows over, 8,801 under
-// and 12,521 wrongly denied of 80,298. Before them 434, 8,965 and
+// partition with nothing to report (counters.Owner.sideBack) and lower
+// a sliding tier's caps only by the known excess (2026-11-27): 442
+// windows over, 8,801 under and 12,521 wrongly denied of 80,298. Before them 434, 8,965 and
 // 12,705, since owners bound what a member found stopped spent after its
 // last report by its demand (counters.StoppedDemandFactor). Before it 432, 9,007 and
 // 12,726, with counters.StoppedClockSlack; 432, 9,146 and 12,807 before
