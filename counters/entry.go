@@ -36,11 +36,17 @@ type Slot struct {
 	// which an answer may follow by less than a millisecond.
 	grantedAt int64
 	// Spare is the owner's last word on budget this instance may still get
-	// (see Answer.Spare), and Informed says the grant was made knowing this
-	// instance's demand: the report it answered carried demand, or the
+	// (see Answer.Spare; only whether it is above 0 counts, and it is kept
+	// in 32 bits, saturated), and Informed says the grant was made knowing
+	// this instance's demand: the report it answered carried demand, or the
 	// owner let it carry into this window. An owner that answered a report
 	// without demand did not know this instance wanted more.
-	Spare int64
+	Spare int32
+	// Head is the Head of the answer that brought Global (Answer.Head),
+	// saturated at 32 bits: what that owner could still admit itself
+	// beyond it. It goes back with Global (Report.KnownHead), for the
+	// current window only: a window that is over keeps none (past).
+	Head int32
 	// globalAt is when Global arrived (see GlobalAt), 4 bytes where Unix
 	// nanoseconds take 8.
 	globalAt stamp
@@ -74,6 +80,9 @@ type Slot struct {
 	Informed bool
 	Fallback bool
 }
+
+// Sat32 returns n limited to the range of an int32 (Slot.Spare, Slot.Head).
+func Sat32(n int64) int32 { return int32(max(math.MinInt32, min(n, math.MaxInt32))) }
 
 // Unreported returns Own - Acked.
 func (s *Slot) Unreported() int64 { return s.Own - s.Acked }
@@ -197,8 +206,10 @@ type Entry struct {
 // previous window: what the sync reports for it and what a sliding tier
 // weighs of it, in 64 bytes where a Slot takes 88 (a 96-byte allocation).
 // Its start is implied (one period before the current window's). It keeps
-// no Spare or Informed, which only decisions in the window read, and of
-// GlobalAt only whether Global arrived. A grant and a fallback exclude each
+// no Spare or Informed, which only decisions in the window read, no Head
+// (a restarted owner holds back its earlier run's head in the windows it
+// still grants in, not in those that are over), and of GlobalAt only
+// whether Global arrived. A grant and a fallback exclude each
 // other (a fallback begins only in a slot without a grant, and a grant ends
 // it), so one word holds either the grant or the fallback's membership.
 type past struct {
@@ -426,7 +437,7 @@ func (e *Entry) view(now int64, cost int64, members, index int) View {
 		Granted:    e.cur.Granted,
 		HasGrant:   e.cur.HasGrant,
 		Informed:   e.cur.Informed,
-		Spare:      e.cur.Spare,
+		Spare:      int64(e.cur.Spare),
 	}
 }
 

@@ -333,8 +333,9 @@ func TestLockOrder(t *testing.T) {
 // grant or the fallback's membership, who answered and granted, the
 // epoch, whether a carried lease was answered) and what the minority rule
 // compares (GrantedAt). What it drops is what only decisions in the
-// window read (Spare, Informed) and when Global arrived, beyond whether it
-// did; a grant's word also holds a fallback's membership, which is read
+// window read (Spare, Informed), the answer's head (Head, which only a
+// restarted owner granting in the window reads) and when Global arrived,
+// beyond whether it did; a grant's word also holds a fallback's membership, which is read
 // only without one.
 func TestPastKeepsWhatIsRead(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(1, 2))
@@ -354,7 +355,7 @@ func TestPastKeepsWhatIsRead(t *testing.T) {
 		s := Slot{
 			Start: start, Own: count(), Acked: count(), Global: count(), Demand: count(),
 			Granted: count(), grantedAt: start + rnd.Int64N(int64(time.Hour)) - int64(time.Minute),
-			Spare: count(), Epoch: rnd.Uint32(), GrantFrom: PeerID(rnd.Uint32()), From: PeerID(rnd.Uint32()),
+			Spare: Sat32(count()), Head: Sat32(count()), Epoch: rnd.Uint32(), GrantFrom: PeerID(rnd.Uint32()), From: PeerID(rnd.Uint32()),
 			FallbackMembers: uint16(rnd.Uint32()), FallbackIndex: uint16(rnd.Uint32()),
 			HasGrant: rnd.IntN(2) == 0, Carry: rnd.IntN(2) == 0, Informed: rnd.IntN(2) == 0, Fallback: rnd.IntN(2) == 0,
 		}
@@ -366,7 +367,7 @@ func TestPastKeepsWhatIsRead(t *testing.T) {
 		var got Slot
 		p.load(&got, s.Start)
 		want := s
-		want.Spare, want.Informed = 0, false
+		want.Spare, want.Informed, want.Head = 0, false, 0
 		if s.GlobalAt() != 0 {
 			want.SetGlobalAt(s.Start)
 		}

@@ -55,6 +55,10 @@ type Report struct {
 	KnownAcked           int64
 	KnownFrom            string
 	KnownFromIncarnation uint64
+	// KnownHead is the Head of the answer that brought KnownGlobal: what
+	// that owner could still admit itself beyond it. An owner that reads a
+	// total its own earlier run answered holds it back too (see hidden).
+	KnownHead int64
 	// Final says the origin's count is final in its incarnation: the
 	// report is part of its graceful leave. Set by the receiver, never
 	// sent.
@@ -96,6 +100,14 @@ type Answer struct {
 	// change. While Spare > 0, an origin that spent its grant should wait
 	// for its next answer rather than refuse.
 	Spare int64
+	// Head is what the owner may still admit itself in the window beyond
+	// Global: the headroom of the cap it granted itself, at most what its
+	// own demand spends in a sync interval (its rate, with one unit to
+	// spare). The origin hands it back with Global (Report.KnownHead). If
+	// the owner crashes, it admitted up to its head after this answer, in
+	// about the interval before the origin's next call failed; a restarted
+	// run, which remembers none of it, holds that back (see hidden).
+	Head int64
 }
 
 // OwnerConfig configures an Owner.
@@ -476,8 +488,12 @@ type originState struct {
 	// What the origin last knew from another owner: the others' total
 	// (KnownGlobal - KnownAcked), its own part (KnownAcked), and from whom.
 	snapOthers, snapOwn int64
-	snapInc             uint64
-	snapFrom            string
+	// snapHead is the Head of that total when an earlier run of this owner
+	// answered it (KnownHead): what that run may have admitted itself
+	// after it, which no total holds.
+	snapHead int64
+	snapInc  uint64
+	snapFrom string
 	// snapRun is the origin's incarnation when it reported that knowledge:
 	// its KnownAcked counts that run's admissions only.
 	snapRun uint64
@@ -497,6 +513,26 @@ type originState struct {
 }
 
 func (o *originState) total() int64 { return o.base + o.own }
+
+// head is the Head of an answer to origin in window w: what this owner
+// may still admit itself there beyond the total it answers, as far as one
+// sync interval of its own demand (its rate or its last interval's, the
+// larger, plus one unit) can spend it. Zero in an answer to itself, and
+// while it holds no grant of its own. The lock must be held.
+func (o *Owner) head(w *ownerWindow, origin string) int64 {
+	if origin == o.cfg.Self {
+		return 0
+	}
+	self := w.find(o.cfg.Self)
+	if self == nil || !self.hasGiven {
+		return 0
+	}
+	room := self.given - self.total()
+	if room <= 0 {
+		return 0
+	}
+	return min(room, int64(math.Ceil(max(self.rate(), self.instant)*float64(o.cfg.Interval)))+1)
+}
 
 // part is what a predecessor's total holds of the origin's counts that
 // this owner counts too: what the predecessor acknowledged of it (the
@@ -1090,8 +1126,10 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 			}
 			st.snapOthers, st.snapOwn = r.KnownGlobal-r.KnownAcked, r.KnownAcked
 			st.snapFrom, st.snapInc, st.snapRun = r.KnownFrom, r.KnownFromIncarnation, incarnation
+			st.snapHead = 0
 			if r.KnownFrom == o.cfg.Self {
 				w.prevRunKnown = true // a total an earlier run of this member answered
+				st.snapHead = r.KnownHead
 			}
 		} else if o.foreign(r.KnownFrom, r.KnownFromIncarnation) && st.base == 0 {
 			// An origin this owner kept counting brings another owner's
@@ -1132,7 +1170,7 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 	}
 	o.refreshSlot(w, st)
 	// The cap is on the origin's estimate in its current incarnation.
-	return Answer{Global: global, Grant: grant - st.base, HasGrant: true, Carry: st.carry, Spare: spare}
+	return Answer{Global: global, Grant: grant - st.base, HasGrant: true, Carry: st.carry, Spare: spare, Head: o.head(w, origin)}
 }
 
 // ownNow raises this owner's own count in w to what its entry of the
@@ -1270,7 +1308,10 @@ func (w *ownerWindow) total() int64 { return w.counted + w.hidden() }
 // and the origins of both sides report here; an owner that gets a series
 // back knew part of what its successor counted); the rest is hidden. The
 // largest such estimate is kept. Only knowledge from another owner is
-// used, so this owner's own answers never feed back into it.
+// used, so this owner's own answers never feed back into it. A total an
+// earlier run of this owner answered comes with that run's head
+// (snapHead): what it may have admitted itself after the answer is hidden
+// too (sim/testdata/owner-restart-quick).
 func (w *ownerWindow) hidden() int64 {
 	if w.snaps == 0 {
 		return 0
@@ -1284,7 +1325,7 @@ func (w *ownerWindow) hidden() int64 {
 		if o.snapFrom == "" {
 			continue
 		}
-		h = max(h, o.snapOthers-(part-o.part())-o.earlierPart())
+		h = max(h, o.snapOthers+o.snapHead-(part-o.part())-o.earlierPart())
 	}
 	return h
 }

@@ -274,7 +274,7 @@ func TestCarriedGrantAsksWhenMoreMayCome(t *testing.T) {
 		e.Lock()
 		e.cur.Granted, e.cur.HasGrant, e.cur.Carry = 1, true, true
 		e.cur.SetGlobalAt(1)
-		e.cur.Informed, e.cur.Spare = true, tc.spare
+		e.cur.Informed, e.cur.Spare = true, Sat32(tc.spare)
 		e.Unlock()
 		if d, _ := tb.Take(at(10*time.Second), []Limit{l}, 1); !d.Allowed {
 			t.Fatalf("spare %d: first request on the carried grant: %+v, want admitted", tc.spare, d)

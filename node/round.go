@@ -531,7 +531,7 @@ func report(rep *counters.Report, tb *counters.Table, en *counters.Entry, s *cou
 	rep.Own, rep.Demand = s.Own, s.Demand
 	rep.Cap, rep.HasGrant, rep.Carry = capv, has, has && s.Carry
 	rep.CapFrom, rep.CapFromIncarnation = tb.Peer(s.GrantFrom)
-	rep.KnownGlobal, rep.KnownAcked = s.Global, s.Acked
+	rep.KnownGlobal, rep.KnownAcked, rep.KnownHead = s.Global, s.Acked, int64(s.Head)
 	rep.KnownFrom, rep.KnownFromIncarnation = tb.Peer(s.From)
 }
 
@@ -766,7 +766,8 @@ func apply(t *counters.Table, nowNs int64, r *ref, a *counters.Answer, from coun
 	if !a.HasGrant && t != nil && s.Start > declineAfter {
 		t.Declined(s)
 	}
-	s.Spare, s.Informed = a.Spare, r.demand > 0
+	s.Spare, s.Informed = counters.Sat32(a.Spare), r.demand > 0
+	s.Head = counters.Sat32(a.Head)
 	r.e.Store(s) // a copy, if the answer is for the previous window
 	return s.Own
 }

@@ -50,6 +50,12 @@ import (
 //	z(grant - own)                       (only with has_grant)
 //	z(spare)
 //
+// SyncResponse.heads and SyncRequest.known_heads, each empty or one u(head)
+// per packed total or report, in order (readHeads): the owner's head
+// (counters.Answer.Head) and its return with known_global. They are fields
+// of their own, which members of earlier versions ignore, rather than
+// part of the packed layouts, which they would misread.
+//
 // The sender repeats every definition its receiver has not acknowledged
 // (dict_base is the first unacknowledged index), so that a lost request or
 // answer costs nothing; a receiver that holds fewer than dict_base entries
@@ -144,6 +150,9 @@ type encoder struct {
 	at      int64
 	buf     []byte
 	n       int
+	// heads holds the known heads of the reports so far (known_heads),
+	// from the first one above 0 on: nil while all are 0.
+	heads   []byte
 	names   []string
 	incs    []uint64
 	defsEnd int // len(d.ents) once built: what an answer acknowledges
@@ -286,6 +295,12 @@ func (c *encoder) add(i, p int64, s *counters.Slot, capv int64, has bool) {
 	b = binary.AppendUvarint(b, protowire.EncodeZigZag(s.Own-s.Acked))
 	b = binary.AppendUvarint(b, protowire.EncodeZigZag(s.Global-s.Acked))
 	c.buf = b
+	if s.Head > 0 && c.heads == nil {
+		c.heads = make([]byte, c.n, 2*c.n+16) // a zero head is one byte of 0
+	}
+	if c.heads != nil {
+		c.heads = binary.AppendUvarint(c.heads, uint64(max(0, s.Head)))
+	}
 	c.n++
 }
 
@@ -302,6 +317,30 @@ func (c *encoder) finish(req *peerpb.SyncRequest) {
 	req.AtNs = c.at
 	req.Names, req.NameIncarnations = c.names, c.incs
 	req.Packed, req.PackedCount = c.buf, uint32(c.n)
+	req.KnownHeads = c.heads
+}
+
+// readHeads decodes n heads (SyncRequest.known_heads, SyncResponse.heads):
+// none if b is empty, else exactly n unsigned varints of at most MaxCount.
+func readHeads(b []byte, n int) ([]int64, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	if len(b) > binary.MaxVarintLen64*n {
+		return nil, fmt.Errorf("%d bytes of heads for %d", len(b), n)
+	}
+	out := make([]int64, n)
+	r := reader{b: b}
+	for i := range out {
+		out[i] = int64(r.u())
+		if r.bad || out[i] < 0 || out[i] > MaxCount {
+			return nil, fmt.Errorf("head %d malformed or out of range 0..%d", i, MaxCount)
+		}
+	}
+	if len(r.b) > 0 {
+		return nil, fmt.Errorf("%d bytes after %d heads", len(r.b), n)
+	}
+	return out, nil
 }
 
 // acknowledged records that the receiver holds the batch's definitions.
@@ -635,12 +674,17 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 	if len(r.b) > 0 {
 		return nil, bad("%d bytes after %d reports", len(r.b), req.PackedCount)
 	}
+	heads, err := readHeads(req.KnownHeads, int(req.PackedCount))
+	if err != nil {
+		return nil, bad("known_heads: %v", err)
+	}
 	d.incarnation, d.session, d.keys = req.Incarnation, req.Session, keys
 
 	resp := &peerpb.SyncResponse{Incarnation: e.cfg.Incarnation, PackedOk: true}
 	resp.Seq = e.owner.Hello(now, req.Origin)
 	e.owner.PeerMembers(now, req.Origin, int(req.Members))
 	out := make([]byte, 0, 16*int(req.PackedCount)+16) // an answer is about 14 bytes
+	var outHeads []byte
 	r = reader{b: req.Packed}
 	prev = -1
 	// The reports go to the owner a chunk at a time (Owner.ReportAll).
@@ -652,6 +696,9 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 		for j := range chunk {
 			k := &keys[chunk[j].index]
 			chunk[j].report(&reps[j], k, req)
+			if heads != nil {
+				reps[j].KnownHead = heads[i+j]
+			}
 			if e.cfg.Central == "" {
 				owner, _ := e.ring.Owner(k.hash)
 				if reps[j].Stray = owner != e.cfg.Name; reps[j].Stray {
@@ -664,12 +711,18 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 		for j := range reps[:n] {
 			keys[chunk[j].index].series = reps[j].Series
 			out = appendTotal(out, reps[j].Own, ans[j])
+			if ans[j].Head > 0 && outHeads == nil {
+				outHeads = make([]byte, i+j, int(req.PackedCount)+8) // a zero head is one byte of 0
+			}
+			if outHeads != nil {
+				outHeads = binary.AppendUvarint(outHeads, uint64(ans[j].Head))
+			}
 		}
 		clear(reps[:n]) // keeps no strings or series alive
 	}
 	// Only now: see counters.Owner.Acknowledge.
 	e.owner.Acknowledge(now, req.Origin, req.Ack, req.View, req.AckCovers)
-	resp.Packed = out
+	resp.Packed, resp.Heads = out, outHeads
 	return resp, nil
 }
 
@@ -746,6 +799,11 @@ func (e *Engine) applyPacked(now time.Time, b *Batch, resp *peerpb.SyncResponse)
 		e.Fail(now, b)
 		return fmt.Errorf("node: owner %s answered a malformed packed answer for %d reports", b.Owner, len(b.refs))
 	}
+	heads, err := readHeads(resp.GetHeads(), len(b.refs))
+	if err != nil {
+		e.Fail(now, b)
+		return fmt.Errorf("node: owner %s answered malformed heads: %v", b.Owner, err)
+	}
 	after, err := e.declineAfter(resp, len(b.refs))
 	if err != nil {
 		e.Fail(now, b)
@@ -763,6 +821,10 @@ func (e *Engine) applyPacked(now time.Time, b *Batch, resp *peerpb.SyncResponse)
 			touch(b.refs[i:min(i+32, len(b.refs))])
 		}
 		readTotal(&r, b.refs[i].own, &a)
+		a.Head = 0
+		if heads != nil {
+			a.Head = heads[i]
+		}
 		apply(e.table, nowNs, &b.refs[i], &a, from, declined(after, i), false)
 	}
 	e.acknowledge(b.Owner, resp.Seq)

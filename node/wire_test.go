@@ -426,3 +426,96 @@ func TestReaderMatchesUvarint(t *testing.T) {
 		}
 	}
 }
+
+// TestReadHeads: heads are all there or none, each an unsigned varint of
+// at most MaxCount, nothing after them.
+func TestReadHeads(t *testing.T) {
+	enc := func(vs ...uint64) []byte {
+		var b []byte
+		for _, v := range vs {
+			b = binary.AppendUvarint(b, v)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		n    int
+		want []int64
+		ok   bool
+	}{
+		{"none", nil, 3, nil, true},
+		{"all", enc(0, 7, 300), 3, []int64{0, 7, 300}, true},
+		{"too few", enc(1, 2), 3, nil, false},
+		{"bytes after", enc(1, 2, 3, 4), 3, nil, false},
+		{"beyond MaxCount", enc(0, uint64(MaxCount)+1, 0), 3, nil, false},
+		{"truncated", []byte{0x80}, 1, nil, false},
+		{"for no reports", enc(0), 0, nil, false},
+		{"far too long", make([]byte, 100), 2, nil, false},
+	} {
+		got, err := readHeads(tc.b, tc.n)
+		if (err == nil) != tc.ok || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, %v; want %v, ok %v", tc.name, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestWireCarriesHeads runs the lease policy's packed batches through the
+// wire: an owner that admits its own share of a tenant answers the others
+// its head (counters.Answer.Head), they keep it with the total and hand it
+// back in their next batch (SyncRequest.known_heads), and an owner refuses
+// a batch whose heads are malformed, counting nothing.
+func TestWireCarriesHeads(t *testing.T) {
+	w := newWireClusterPolicy(t, []string{"a", "b", "c"}, 1, PolicyLease)
+	l := wireLimit(0)
+	l[0].Threshold = 10_000
+	now := t0
+	for range 6 {
+		for _, name := range w.names {
+			for range 20 {
+				if _, err := w.engines[name].Take(now, l, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		w.sync(now, nil)
+		now = now.Add(200 * time.Millisecond)
+	}
+	en := w.engines["a"].Table().Get(l[0].Tenant, l[0].Endpoint, l[0].Method, l[0].Period)
+	owner, _ := w.engines["a"].Ring().Owner(en.Hash())
+	m := "a"
+	if owner == "a" {
+		m = "b"
+	}
+	en = w.engines[m].Table().Get(l[0].Tenant, l[0].Endpoint, l[0].Method, l[0].Period)
+	en.Lock()
+	head, own := en.Current().Head, en.Current().Own
+	en.Unlock()
+	if head <= 0 || own == 0 {
+		t.Fatalf("%s, after six intervals of traffic everywhere: head %d, own %d; want the owner %s's head above 0", m, head, own, owner)
+	}
+	w.engines[m].Take(now, l, 1) // something to report
+	var req *peerpb.SyncRequest
+	for _, b := range w.engines[m].Prepare(now) {
+		if b.Owner == owner {
+			req = b.Req
+		}
+		w.engines[m].Fail(now, b)
+	}
+	if req == nil || req.PackedCount == 0 {
+		t.Fatalf("%s's next batches hold no packed report for %s", m, owner)
+	}
+	heads, err := readHeads(req.KnownHeads, int(req.PackedCount))
+	if err != nil || !slices.Contains(heads, int64(head)) {
+		t.Fatalf("%s's batch to %s: known heads %v (%v), want %d among them", m, owner, heads, err, head)
+	}
+	before := w.engines[owner].Owner().Stats()
+	bad := proto.Clone(req).(*peerpb.SyncRequest)
+	bad.KnownHeads = append(bad.KnownHeads, 0)
+	if _, err := w.engines[owner].Handle(now, bad); !errors.Is(err, ErrBadBatch) {
+		t.Fatalf("a batch with a head too many: %v, want ErrBadBatch", err)
+	}
+	if after := w.engines[owner].Owner().Stats(); after != before {
+		t.Errorf("the refused batch changed the owner: %+v, then %+v", before, after)
+	}
+}

@@ -133,8 +133,15 @@ type SyncRequest struct {
 	Names            []string `protobuf:"bytes,11,rep,name=names,proto3" json:"names,omitempty"`
 	NameIncarnations []uint64 `protobuf:"varint,12,rep,packed,name=name_incarnations,json=nameIncarnations,proto3" json:"name_incarnations,omitempty"`
 	// packed holds packed_count reports.
-	Packed        []byte `protobuf:"bytes,13,opt,name=packed,proto3" json:"packed,omitempty"`
-	PackedCount   uint32 `protobuf:"varint,14,opt,name=packed_count,json=packedCount,proto3" json:"packed_count,omitempty"`
+	Packed      []byte `protobuf:"bytes,13,opt,name=packed,proto3" json:"packed,omitempty"`
+	PackedCount uint32 `protobuf:"varint,14,opt,name=packed_count,json=packedCount,proto3" json:"packed_count,omitempty"`
+	// known_heads, when not empty, holds one unsigned varint per packed
+	// report, in order: the head (SyncResponse.heads) of the answer that
+	// brought the report's known_global. A restarted owner that
+	// reads its earlier run's total holds back the head too: what that run
+	// may have admitted itself after the answer, which no total holds. Empty
+	// when every head is 0 (and from members of earlier versions).
+	KnownHeads    []byte `protobuf:"bytes,17,opt,name=known_heads,json=knownHeads,proto3" json:"known_heads,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -279,6 +286,13 @@ func (x *SyncRequest) GetPackedCount() uint32 {
 		return x.PackedCount
 	}
 	return 0
+}
+
+func (x *SyncRequest) GetKnownHeads() []byte {
+	if x != nil {
+		return x.KnownHeads
+	}
+	return nil
 }
 
 // Report is one window of one counter series as the sender sees it.
@@ -527,8 +541,14 @@ type SyncResponse struct {
 	// share for it; one the sender was in contact with may have granted the
 	// whole limit to others (a crashed owner that its successor has not
 	// noticed yet).
-	StrayReports  []uint32 `protobuf:"varint,9,rep,packed,name=stray_reports,json=strayReports,proto3" json:"stray_reports,omitempty"`
-	StrayOwners   []string `protobuf:"bytes,10,rep,name=stray_owners,json=strayOwners,proto3" json:"stray_owners,omitempty"`
+	StrayReports []uint32 `protobuf:"varint,9,rep,packed,name=stray_reports,json=strayReports,proto3" json:"stray_reports,omitempty"`
+	StrayOwners  []string `protobuf:"bytes,10,rep,name=stray_owners,json=strayOwners,proto3" json:"stray_owners,omitempty"`
+	// heads, when not empty, holds one unsigned varint per packed total, in
+	// order: what the owner may still admit itself in the window beyond the
+	// total it answered, at most an interval of its own
+	// demand (counters.Answer.Head). The sender hands it back with the total
+	// (SyncRequest.known_heads). Empty when every head is 0.
+	Heads         []byte `protobuf:"bytes,11,opt,name=heads,proto3" json:"heads,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -633,6 +653,13 @@ func (x *SyncResponse) GetStrayOwners() []string {
 	return nil
 }
 
+func (x *SyncResponse) GetHeads() []byte {
+	if x != nil {
+		return x.Heads
+	}
+	return nil
+}
+
 type Total struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// global is the sum of every origin's own count for the window.
@@ -723,7 +750,7 @@ var File_peer_proto protoreflect.FileDescriptor
 const file_peer_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"peer.proto\x12\fpeerlimit.v1\"\xce\x03\n" +
+	"peer.proto\x12\fpeerlimit.v1\"\xef\x03\n" +
 	"\vSyncRequest\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\tR\x06origin\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12.\n" +
@@ -742,7 +769,9 @@ const file_peer_proto_rawDesc = "" +
 	"\x05names\x18\v \x03(\tR\x05names\x12+\n" +
 	"\x11name_incarnations\x18\f \x03(\x04R\x10nameIncarnations\x12\x16\n" +
 	"\x06packed\x18\r \x01(\fR\x06packed\x12!\n" +
-	"\fpacked_count\x18\x0e \x01(\rR\vpackedCount\"\xc3\x04\n" +
+	"\fpacked_count\x18\x0e \x01(\rR\vpackedCount\x12\x1f\n" +
+	"\vknown_heads\x18\x11 \x01(\fR\n" +
+	"knownHeads\"\xc3\x04\n" +
 	"\x06Report\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1a\n" +
 	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x12\x16\n" +
@@ -764,7 +793,7 @@ const file_peer_proto_rawDesc = "" +
 	"\x16known_from_incarnation\x18\x0f \x01(\x04R\x14knownFromIncarnation\x12\x14\n" +
 	"\x05carry\x18\x10 \x01(\bR\x05carry\x12\x19\n" +
 	"\bcap_from\x18\x11 \x01(\tR\acapFrom\x120\n" +
-	"\x14cap_from_incarnation\x18\x12 \x01(\x04R\x12capFromIncarnation\"\xc2\x02\n" +
+	"\x14cap_from_incarnation\x18\x12 \x01(\x04R\x12capFromIncarnation\"\xd8\x02\n" +
 	"\fSyncResponse\x12+\n" +
 	"\x06totals\x18\x01 \x03(\v2\x13.peerlimit.v1.TotalR\x06totals\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12\x10\n" +
@@ -776,7 +805,8 @@ const file_peer_proto_rawDesc = "" +
 	"\x0fprevious_run_ms\x18\b \x01(\x03R\rpreviousRunMs\x12#\n" +
 	"\rstray_reports\x18\t \x03(\rR\fstrayReports\x12!\n" +
 	"\fstray_owners\x18\n" +
-	" \x03(\tR\vstrayOwners\"~\n" +
+	" \x03(\tR\vstrayOwners\x12\x14\n" +
+	"\x05heads\x18\v \x01(\fR\x05heads\"~\n" +
 	"\x05Total\x12\x16\n" +
 	"\x06global\x18\x01 \x01(\x03R\x06global\x12\x14\n" +
 	"\x05grant\x18\x02 \x01(\x03R\x05grant\x12\x1b\n" +
