@@ -391,7 +391,8 @@ type ownerWindow struct {
 	threshold int64
 	alg       Algorithm
 	expires   int64
-	created   int64 // when this owner first heard of the window (Unix ns)
+	created   int64        // when this owner first heard of the window (Unix ns)
+	mine      *originState // this owner's own state in the window (nil until it merges there)
 	// inherited says a membership change came during the window (or within
 	// Settle before it) and before this owner first heard of it, or that it
 	// first heard of it in a stray report: another owner may have granted
@@ -523,7 +524,7 @@ func (o *Owner) head(w *ownerWindow, origin string) int64 {
 	if origin == o.cfg.Self {
 		return 0
 	}
-	self := w.find(o.cfg.Self)
+	self := w.mine
 	if self == nil || !self.hasGiven {
 		return 0
 	}
@@ -1181,7 +1182,7 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 // holding an entry's).
 func (o *Owner) ownNow(w *ownerWindow) {
 	ser := w.series
-	st := w.find(o.cfg.Self)
+	st := w.mine
 	if st == nil || st.incarnation != o.cfg.SelfIncarnation {
 		return // not merged in this window yet: the next merge counts it
 	}
@@ -1269,6 +1270,9 @@ func (w *ownerWindow) add(name string, self bool, members int) *originState {
 		s = &w.slab[len(w.slab)-1]
 	}
 	w.origins = append(w.origins, s)
+	if self {
+		w.mine = s
+	}
 	if w.byName != nil {
 		w.byName[name] = s
 	} else if len(w.origins) > originsScan {
