@@ -580,7 +580,8 @@ func (e *Engine) Release(b *Batch) {
 	e.spare.refs.put(b.refs)
 	if b.enc != nil {
 		e.spare.bytes.put(b.enc.buf)
-		b.enc.buf = nil
+		e.spare.bytes.put(b.enc.heads)
+		b.enc.buf, b.enc.heads = nil, nil
 	}
 	b.refs, b.Req = nil, nil
 }

@@ -51,7 +51,7 @@ import (
 //	z(spare)
 //
 // SyncResponse.heads and SyncRequest.known_heads, each empty or one u(head)
-// per packed total or report, in order (readHeads): the owner's head
+// per packed total or report, in order (checkHeads): the owner's head
 // (counters.Answer.Head) and its return with known_global. They are fields
 // of their own, which members of earlier versions ignore, rather than
 // part of the packed layouts, which they would misread.
@@ -161,6 +161,8 @@ type encoder struct {
 	// else the reference plus one).
 	peers *counters.Table
 	refs  []uint32
+	// spare gives heads its buffer, as Engine.Release takes it back.
+	spare *spares[byte]
 }
 
 // dictFor returns the dictionary for owner, starting a new session when
@@ -185,7 +187,7 @@ func (e *Engine) newDict(owner string) *sendDict {
 }
 
 func (e *Engine) newEncoder(owner string, nowNs int64, capacity int) *encoder {
-	return &encoder{d: e.dictFor(owner), prev: -1, at: nowNs, buf: e.spare.bytes.take(16*capacity + 16), peers: e.table}
+	return &encoder{d: e.dictFor(owner), prev: -1, at: nowNs, buf: e.spare.bytes.take(16*capacity + 16), peers: e.table, spare: &e.spare.bytes}
 }
 
 // index returns the dictionary index of en, defining it if need be, or
@@ -296,7 +298,8 @@ func (c *encoder) add(i, p int64, s *counters.Slot, capv int64, has bool) {
 	b = binary.AppendUvarint(b, protowire.EncodeZigZag(s.Global-s.Acked))
 	c.buf = b
 	if s.Head > 0 && c.heads == nil {
-		c.heads = make([]byte, c.n, 2*c.n+16) // a zero head is one byte of 0
+		c.heads = c.spare.take(2*c.n + 16)[:c.n]
+		clear(c.heads) // a zero head is one byte of 0
 	}
 	if c.heads != nil {
 		c.heads = binary.AppendUvarint(c.heads, uint64(max(0, s.Head)))
@@ -320,27 +323,25 @@ func (c *encoder) finish(req *peerpb.SyncRequest) {
 	req.KnownHeads = c.heads
 }
 
-// readHeads decodes n heads (SyncRequest.known_heads, SyncResponse.heads):
-// none if b is empty, else exactly n unsigned varints of at most MaxCount.
-func readHeads(b []byte, n int) ([]int64, error) {
-	if len(b) == 0 {
-		return nil, nil
-	}
+// checkHeads checks the heads of n reports or totals
+// (SyncRequest.known_heads, SyncResponse.heads): none if b is empty, else
+// exactly n unsigned varints of at most MaxCount. It returns a reader of
+// them, which holds bytes until the last one is read if there are any:
+// the caller reads one per report while the reader has bytes left.
+func checkHeads(b []byte, n int) (reader, error) {
 	if len(b) > binary.MaxVarintLen64*n {
-		return nil, fmt.Errorf("%d bytes of heads for %d", len(b), n)
+		return reader{}, fmt.Errorf("%d bytes of heads for %d", len(b), n)
 	}
-	out := make([]int64, n)
 	r := reader{b: b}
-	for i := range out {
-		out[i] = int64(r.u())
-		if r.bad || out[i] < 0 || out[i] > MaxCount {
-			return nil, fmt.Errorf("head %d malformed or out of range 0..%d", i, MaxCount)
+	for i := 0; i < n && len(b) > 0; i++ {
+		if v := r.u(); r.bad || v > uint64(MaxCount) {
+			return reader{}, fmt.Errorf("head %d malformed or out of range 0..%d", i, MaxCount)
 		}
 	}
 	if len(r.b) > 0 {
-		return nil, fmt.Errorf("%d bytes after %d heads", len(r.b), n)
+		return reader{}, fmt.Errorf("%d bytes after %d heads", len(r.b), n)
 	}
-	return out, nil
+	return reader{b: b}, nil
 }
 
 // acknowledged records that the receiver holds the batch's definitions.
@@ -674,7 +675,7 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 	if len(r.b) > 0 {
 		return nil, bad("%d bytes after %d reports", len(r.b), req.PackedCount)
 	}
-	heads, err := readHeads(req.KnownHeads, int(req.PackedCount))
+	heads, err := checkHeads(req.KnownHeads, int(req.PackedCount))
 	if err != nil {
 		return nil, bad("known_heads: %v", err)
 	}
@@ -696,8 +697,8 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 		for j := range chunk {
 			k := &keys[chunk[j].index]
 			chunk[j].report(&reps[j], k, req)
-			if heads != nil {
-				reps[j].KnownHead = heads[i+j]
+			if len(heads.b) > 0 {
+				reps[j].KnownHead = int64(heads.u())
 			}
 			if e.cfg.Central == "" {
 				owner, _ := e.ring.Owner(k.hash)
@@ -799,7 +800,7 @@ func (e *Engine) applyPacked(now time.Time, b *Batch, resp *peerpb.SyncResponse)
 		e.Fail(now, b)
 		return fmt.Errorf("node: owner %s answered a malformed packed answer for %d reports", b.Owner, len(b.refs))
 	}
-	heads, err := readHeads(resp.GetHeads(), len(b.refs))
+	heads, err := checkHeads(resp.GetHeads(), len(b.refs))
 	if err != nil {
 		e.Fail(now, b)
 		return fmt.Errorf("node: owner %s answered malformed heads: %v", b.Owner, err)
@@ -822,8 +823,8 @@ func (e *Engine) applyPacked(now time.Time, b *Batch, resp *peerpb.SyncResponse)
 		}
 		readTotal(&r, b.refs[i].own, &a)
 		a.Head = 0
-		if heads != nil {
-			a.Head = heads[i]
+		if len(heads.b) > 0 {
+			a.Head = int64(heads.u())
 		}
 		apply(e.table, nowNs, &b.refs[i], &a, from, declined(after, i), false)
 	}

@@ -254,10 +254,11 @@ func TestExploreDeterministic(t *testing.T) {
 // owners release the static shares of members that came back from a
 // partition with nothing to report (counters.Owner.sideBack) and lower
 // a sliding tier's caps only by the known excess (2026-11-27): 442
-// windows over, 8,801 under and 12,521 wrongly denied of 80,298. Before them 434, 8,965 and
-// 12,705, since owners bound what a member found stopped spent after its
-// last report by its demand (counters.StoppedDemandFactor). Before it 432, 9,007 and
-// 12,726, with counters.StoppedClockSlack; 432, 9,146 and 12,807 before
+// windows over, 8,801 under and 12,521 wrongly denied of 80,298. Before
+// them 434, 8,965 and 12,705, since owners bound what a member found
+// stopped spent after its last report by its demand
+// (counters.StoppedDemandFactor). Before it 432, 9,007 and 12,726, with
+// counters.StoppedClockSlack; 432, 9,146 and 12,807 before
 // that, since the reference and the wrongly-denied count bound a tier of
 // an SLA with several by the room its other tiers' windows ended with
 // (Window.siblingRoom); the same runs counted 432, 10,678 and 14,167
