@@ -108,6 +108,15 @@ type Answer struct {
 	// about the interval before the origin's next call failed; a restarted
 	// run, which remembers none of it, holds that back (see hidden).
 	Head int64
+	// Prompt asks the origin to report the window again at once rather
+	// than at its next interval: the answer lowered the cap the origin
+	// reported holding, while another member in contact waits for budget
+	// in the window, and the owner counts the old cap as the origin's
+	// until a report made after this answer says it has the new one
+	// (capNow). Only members whose traffic moved away are asked: the
+	// answer is to their second report in a row without demand after a
+	// busy spell (see prompt).
+	Prompt bool
 }
 
 // OwnerConfig configures an Owner.
@@ -355,6 +364,9 @@ type OwnerSeries struct {
 	// local is this member's own entry of the series (Report.Local), nil
 	// if it has merged none or the entry left its table.
 	local *Entry
+	// waitAt is when a member in contact last asked in vain in the window
+	// starting at waitStart (see prompt).
+	waitAt, waitStart int64
 }
 
 // window returns the series' window starting at start, or nil.
@@ -1030,6 +1042,7 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 		st = w.add(origin, origin == o.cfg.Self, len(o.members.sorted))
 	}
 
+	wasMoved := false // its traffic seemed to have moved away at its last report (see moved)
 	before := st.total()
 	switch {
 	case incarnation > st.incarnation:
@@ -1090,6 +1103,7 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 		st.lastSeen = nowNs
 		// Offered nothing since its last report after a busy spell: its
 		// traffic moved away, until it has some again (see moved).
+		wasMoved = st.moved
 		st.moved = r.Demand == 0 && (st.moved || moved(st.rate(), float64(o.cfg.Interval)))
 		st.held, st.heldGrant, st.heldCarry = r.Cap, r.HasGrant, r.HasGrant && r.Carry
 		if c != nil && c.answered(r.Ack) { // as Acknowledge takes them
@@ -1157,6 +1171,7 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 		return Answer{Global: global}
 	}
 	grant, spare := o.grant(nowNs, r.Key, w, st)
+	prompt := o.prompt(nowNs, c, ser, r, grant-st.base, spare, wasMoved)
 	// A grant carries into the next window when the origin admitted
 	// something in this one: a busy origin keeps admitting across the
 	// window start, and reports there within a sync interval; an idle one
@@ -1171,7 +1186,33 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 	}
 	o.refreshSlot(w, st)
 	// The cap is on the origin's estimate in its current incarnation.
-	return Answer{Global: global, Grant: grant - st.base, HasGrant: true, Carry: st.carry, Spare: spare, Head: o.head(w, origin)}
+	return Answer{Global: global, Grant: grant - st.base, HasGrant: true, Carry: st.carry, Spare: spare, Head: o.head(w, origin), Prompt: prompt}
+}
+
+// prompt reports whether the answer to r, which lets the origin reach g
+// (in its incarnation) and tells it spare, asks for a report at once
+// (Answer.Prompt), and records r if it is an ask in vain: a member in
+// contact with demand whose grant lets it admit nothing more, told that
+// budget may come. Its request waits for that budget, which the cap of a
+// member whose traffic moved away holds until that member acknowledges a
+// lower one, an interval later if it waits for its next report (issue
+// 12, sim/testdata/clients-move-midwindow, explorer scenario
+// explore-1-295). Only an origin whose traffic seemed to have moved away
+// at its last report already (moved), and reports none again, is asked:
+// one whose traffic only paused for an interval gets it back at once,
+// and with its cap given away and a small limit it was refused while a
+// unit stayed unallocated (cmd/peerlimit's TestThreeProcesses, 30
+// requests round robin over three processes for a limit of 20: 19 were
+// admitted). The lock must be held.
+func (o *Owner) prompt(nowNs int64, c *contact, ser *OwnerSeries, r *Report, g, spare int64, wasMoved bool) bool {
+	start := r.Key.WindowStart
+	if r.Demand > 0 {
+		if g <= r.Own && spare > 0 && c != nil && (c.self || nowNs-contactAt(c, nowNs) < int64(o.cfg.Contact)) {
+			ser.waitAt, ser.waitStart = nowNs, start
+		}
+		return false
+	}
+	return wasMoved && r.HasGrant && g < r.Cap && ser.waitAt != 0 && ser.waitStart == start && nowNs-ser.waitAt < int64(o.cfg.Interval)
 }
 
 // ownNow raises this owner's own count in w to what its entry of the

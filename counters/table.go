@@ -87,6 +87,7 @@ type Table struct {
 	minority atomic.Pointer[minority] // see SetMinority; nil: none
 
 	askMu      sync.Mutex
+	prompted   atomic.Bool                         // MarkPrompt was called since the last TakePrompted
 	asking     []*Entry                            // series with a pending decision, or riding, since the last TakeAsking
 	peers      peers                               // member runs named in slots (PeerID)
 	scopeMu    sync.Mutex                          // serialises additions to scopes
@@ -240,6 +241,18 @@ func (t *Table) markAsking(e *Entry) {
 	}
 	e.asking = askPending
 }
+
+// MarkPrompt records that a locked entry's windows are to be reported in
+// the next sync asked for at once, as a pending decision's are, and that
+// such a sync is wanted (TakePrompted): their owner lowered a cap while
+// another member waits for budget (Answer.Prompt).
+func (t *Table) MarkPrompt(e *Entry) {
+	t.markAsking(e)
+	t.prompted.Store(true)
+}
+
+// TakePrompted reports whether MarkPrompt was called since the last call.
+func (t *Table) TakePrompted() bool { return t.prompted.Swap(false) }
 
 // MarkRiding records that a locked entry's windows are to go with the next
 // sync asked for at once if it calls on their owner anyway (TakeAsking's

@@ -613,7 +613,7 @@ func (e *Engine) handle(now time.Time, req *peerpb.SyncRequest) (*peerpb.SyncRes
 			}
 		}
 		a := e.owner.Report(now, req.Origin, req.Incarnation, &r)
-		resp.Totals[i] = &peerpb.Total{Global: a.Global, Grant: a.Grant, HasGrant: a.HasGrant, Carry: a.Carry, Spare: a.Spare}
+		resp.Totals[i] = &peerpb.Total{Global: a.Global, Grant: a.Grant, HasGrant: a.HasGrant, Carry: a.Carry, Spare: a.Spare, Prompt: a.Prompt}
 	}
 	e.owner.Acknowledge(now, req.Origin, req.Ack, req.View, req.AckCovers) // after the reports: see counters.Owner.Acknowledge
 	if req.Leaving && req.Origin != e.cfg.Name {

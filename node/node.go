@@ -698,6 +698,9 @@ func (n *Node) send(ctx context.Context, b *Batch) {
 	reports := b.Len()
 	if err == nil {
 		err = n.engine.Apply(now, b, resp)
+		if n.engine.Prompted() {
+			n.kickSync()
+		}
 	} else {
 		n.engine.Fail(now, b)
 	}

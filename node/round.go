@@ -82,6 +82,11 @@ func (e *Engine) PrepareAsking(now time.Time) []*Batch {
 	}, riders...)
 }
 
+// Prompted reports whether an answer applied since the last call asked a
+// window to report at once (counters.Answer.Prompt): the caller then runs
+// a sync asked for at once (PrepareAsking), which reports it.
+func (e *Engine) Prompted() bool { return e.table.TakePrompted() }
+
 // Handoff builds the batches a member sends as it leaves gracefully: every
 // window it has counts in, to the owner that window will have once this
 // member is gone, so that the successor holds this member's counts as an
@@ -677,7 +682,7 @@ func (e *Engine) Apply(now time.Time, b *Batch, resp *peerpb.SyncResponse) error
 	from := e.table.PeerID(b.Owner, resp.Incarnation)
 	for i := range b.refs {
 		t := resp.Totals[i]
-		apply(e.table, nowNs, &b.refs[i], &counters.Answer{Global: t.Global, Grant: t.Grant, HasGrant: t.HasGrant, Carry: t.Carry, Spare: t.Spare}, from, declined(after, i), false)
+		apply(e.table, nowNs, &b.refs[i], &counters.Answer{Global: t.Global, Grant: t.Grant, HasGrant: t.HasGrant, Carry: t.Carry, Spare: t.Spare, Prompt: t.Prompt}, from, declined(after, i), false)
 	}
 	e.acknowledge(b.Owner, resp.Seq)
 	return nil
@@ -758,6 +763,11 @@ func apply(t *counters.Table, nowNs int64, r *ref, a *counters.Answer, from coun
 			// requests ask for (PrepareAsking), or that sync does not
 			// cover its acknowledgement.
 			t.MarkRiding(r.e)
+		}
+		if t != nil && a.Prompt && s.HasGrant && a.Grant < s.Granted {
+			// Another member waits for the budget the old cap holds: the
+			// window goes in a sync asked for at once (Engine.Prompted).
+			t.MarkPrompt(r.e)
 		}
 		s.Granted, s.HasGrant, s.Carry = a.Grant, true, a.Carry
 		s.SetGrantedAt(nowNs)

@@ -46,7 +46,7 @@ import (
 //
 // SyncResponse.packed, one total per report:
 //
-//	u(global) u(flags): bit 0 has_grant, bit 1 carry
+//	u(global) u(flags): bit 0 has_grant, bit 1 carry, bit 2 prompt
 //	z(grant - own)                       (only with has_grant)
 //	z(spare)
 //
@@ -746,6 +746,9 @@ func appendTotal(b []byte, own int64, a counters.Answer) []byte {
 	if a.Carry {
 		flags |= 2
 	}
+	if a.Prompt {
+		flags |= 4 // earlier versions ignore it
+	}
 	b = binary.AppendUvarint(b, flags)
 	if a.HasGrant {
 		b = binary.AppendUvarint(b, protowire.EncodeZigZag(a.Grant-own))
@@ -760,7 +763,7 @@ func appendTotal(b []byte, own int64, a counters.Answer) []byte {
 func readTotal(r *reader, own int64, a *counters.Answer) {
 	a.Global = int64(r.u())
 	flags := r.u()
-	a.HasGrant, a.Carry = flags&1 != 0, flags&2 != 0
+	a.HasGrant, a.Carry, a.Prompt = flags&1 != 0, flags&2 != 0, flags&4 != 0
 	a.Grant = 0
 	if a.HasGrant {
 		a.Grant = own + r.z()

@@ -545,3 +545,84 @@ func TestWireCarriesHeads(t *testing.T) {
 		t.Errorf("answers numbered %d, then %d after the refused batch: it was taken", first.Seq, next.Seq)
 	}
 }
+
+// TestWireCarriesPrompt: an owner's answer that asks for a prompt report
+// (counters.Answer.Prompt) crosses the packed wire, and a member whose cap
+// it lowers says so (Engine.Prompted) and reports the window in its next
+// sync asked for at once; one whose cap it does not lower does neither.
+// Which answers ask for it is the owner's rule (counters.TestOwnerPrompt).
+func TestWireCarriesPrompt(t *testing.T) {
+	var a counters.Answer
+	for _, p := range []bool{false, true} {
+		b := appendTotal(nil, 5, counters.Answer{Global: 9, Grant: 7, HasGrant: true, Carry: true, Spare: 3, Prompt: p})
+		r := reader{b: b}
+		readTotal(&r, 5, &a)
+		if r.bad || len(r.b) != 0 || a != (counters.Answer{Global: 9, Grant: 7, HasGrant: true, Carry: true, Spare: 3, Prompt: p}) {
+			t.Fatalf("prompt %v: read back %+v", p, a)
+		}
+	}
+
+	w := newWireClusterPolicy(t, []string{"a", "b", "c"}, 1, PolicyLease)
+	l := wireLimit(0)
+	l[0].Threshold = 100
+	w.engines["a"].Take(t0, l, 0)
+	en := w.engines["a"].Table().Get(l[0].Tenant, l[0].Endpoint, l[0].Method, l[0].Period)
+	owner, _ := w.engines["a"].Ring().Owner(en.Hash())
+	m := "a"
+	if owner == "a" {
+		m = "b"
+	}
+	now := t0.Add(100 * time.Millisecond)
+	for range 5 {
+		for range 5 {
+			w.engines[m].Take(now, l, 1)
+		}
+		w.sync(now, nil)
+		now = now.Add(200 * time.Millisecond)
+	}
+	// m's report without demand, answered as an owner asking for a prompt
+	// report would: with every total's prompt bit set.
+	report := func(grant func(own, g int64) int64) bool {
+		t.Helper()
+		for _, b := range w.engines[m].Prepare(now) {
+			raw, err := proto.Marshal(b.Req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp := w.call(now, b.Owner, raw)
+			r := reader{b: resp.Packed}
+			var out []byte
+			for i := range b.refs {
+				readTotal(&r, b.refs[i].own, &a)
+				a.Prompt, a.Grant = true, grant(b.refs[i].own, a.Grant)
+				out = appendTotal(out, b.refs[i].own, a)
+			}
+			resp.Packed = append(out, r.b...)
+			if err := w.engines[m].Apply(now, b, resp); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return w.engines[m].Prompted()
+	}
+	en = w.engines[m].Table().Get(l[0].Tenant, l[0].Endpoint, l[0].Method, l[0].Period)
+	en.Lock()
+	held := en.Current().Granted
+	en.Unlock()
+	if report(func(_, g int64) int64 { return max(g, held) }) {
+		t.Fatalf("%s: Prompted after an answer that kept its cap %d", m, held)
+	}
+	now = now.Add(200 * time.Millisecond)
+	if !report(func(own, _ int64) int64 { return own }) {
+		t.Fatalf("%s: not Prompted after an answer that lowered its cap from %d and asked for it", m, held)
+	}
+	if w.engines[m].Prompted() {
+		t.Fatalf("%s: Prompted twice for one answer", m)
+	}
+	asking := w.engines[m].PrepareAsking(now)
+	if len(asking) != 1 || asking[0].Owner != owner || asking[0].Len() != 1 {
+		t.Fatalf("%s's prompt sync: %d batches, want one report to %s", m, len(asking), owner)
+	}
+	for _, b := range asking {
+		w.engines[m].Fail(now, b)
+	}
+}

@@ -675,7 +675,12 @@ type Total struct {
 	// before it ends: while it is > 0, a sender whose grant is spent gets
 	// more at its next report, so it should wait for that answer rather than
 	// refuse the request.
-	Spare         int64 `protobuf:"varint,5,opt,name=spare,proto3" json:"spare,omitempty"`
+	Spare int64 `protobuf:"varint,5,opt,name=spare,proto3" json:"spare,omitempty"`
+	// prompt asks the sender to report the window again at once: the grant
+	// lowered its cap while another member waits for budget, and the owner
+	// counts the old cap as the sender's until a report made after this
+	// answer.
+	Prompt        bool `protobuf:"varint,6,opt,name=prompt,proto3" json:"prompt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -745,6 +750,13 @@ func (x *Total) GetSpare() int64 {
 	return 0
 }
 
+func (x *Total) GetPrompt() bool {
+	if x != nil {
+		return x.Prompt
+	}
+	return false
+}
+
 var File_peer_proto protoreflect.FileDescriptor
 
 const file_peer_proto_rawDesc = "" +
@@ -806,13 +818,14 @@ const file_peer_proto_rawDesc = "" +
 	"\rstray_reports\x18\t \x03(\rR\fstrayReports\x12!\n" +
 	"\fstray_owners\x18\n" +
 	" \x03(\tR\vstrayOwners\x12\x14\n" +
-	"\x05heads\x18\v \x01(\fR\x05heads\"~\n" +
+	"\x05heads\x18\v \x01(\fR\x05heads\"\x96\x01\n" +
 	"\x05Total\x12\x16\n" +
 	"\x06global\x18\x01 \x01(\x03R\x06global\x12\x14\n" +
 	"\x05grant\x18\x02 \x01(\x03R\x05grant\x12\x1b\n" +
 	"\thas_grant\x18\x03 \x01(\bR\bhasGrant\x12\x14\n" +
 	"\x05carry\x18\x04 \x01(\bR\x05carry\x12\x14\n" +
-	"\x05spare\x18\x05 \x01(\x03R\x05spare*7\n" +
+	"\x05spare\x18\x05 \x01(\x03R\x05spare\x12\x16\n" +
+	"\x06prompt\x18\x06 \x01(\bR\x06prompt*7\n" +
 	"\tAlgorithm\x12\x13\n" +
 	"\x0fALGORITHM_FIXED\x10\x00\x12\x15\n" +
 	"\x11ALGORITHM_SLIDING\x10\x012E\n" +

@@ -870,6 +870,9 @@ func (w *world) deliver(m *message) {
 		if err := in.eng.Apply(in.now(), f.batch, m.answer); err != nil {
 			w.stats.ApplyErrors++
 		}
+		if in.eng.Prompted() {
+			defer w.kickSync(in) // after the call's end, as the node's kick waits for it
+		}
 	default:
 		w.applyCentral(f, m.total)
 	}
