@@ -247,9 +247,12 @@ func TestExploreDeterministic(t *testing.T) {
 
 // exploreRatchet is, for the CI's run (500 scenarios from seed 1), the
 // number of lease's windows over all classes that may miss each design
-// target: what was measured plus 2% for noise, since a waiting request
-// is decided again when its owner answers and at the round's end, not at
-// every call's end (node.Engine.WakeOn, 2026-11-28): 438 windows over,
+// target: what was measured plus 2% for noise, since owners ask members
+// whose traffic moved away for a prompt report (counters.Answer.Prompt,
+// 2026-11-29): 437 windows over, 8,717 under and 12,412 wrongly denied
+// of 80,298. Before it, since a waiting request is decided again when
+// its owner answers and at the round's end, not at every call's end
+// (node.Engine.WakeOn, 2026-11-28): 438 windows over,
 // 8,799 under and 12,494 wrongly denied of 80,298. Before it, since
 // owners release the static shares of members that came back from a
 // partition with nothing to report (counters.Owner.sideBack) and lower
@@ -266,7 +269,7 @@ func TestExploreDeterministic(t *testing.T) {
 // every change before. A change that misses more fails TestExploreMany;
 // one that misses fewer should lower these.
 var exploreRatchet = map[int][numTargets]int{
-	500: {TargetOvershoot: 447, TargetUndershootSafe: 8975, TargetWronglyDenied: 12744},
+	500: {TargetOvershoot: 446, TargetUndershootSafe: 8891, TargetWronglyDenied: 12660},
 }
 
 // TestExploreMany runs the explorer over -explore scenarios (none by
