@@ -113,9 +113,10 @@ type Answer struct {
 	// reported holding, while another member in contact waits for budget
 	// in the window, and the owner counts the old cap as the origin's
 	// until a report made after this answer says it has the new one
-	// (capNow). Only members whose traffic moved away are asked: the
-	// answer is to their second report in a row without demand after a
-	// busy spell (see prompt).
+	// (capNow). Only members whose traffic seems to have moved away are
+	// asked: the answer is to a report without demand that leaves them
+	// some of their cap beyond their count, or to their second such
+	// report in a row after a busy spell (see prompt).
 	Prompt bool
 }
 
@@ -1197,13 +1198,15 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 // member whose traffic moved away holds until that member acknowledges a
 // lower one, an interval later if it waits for its next report (issue
 // 12, sim/testdata/clients-move-midwindow, explorer scenario
-// explore-1-295). Only an origin whose traffic seemed to have moved away
-// at its last report already (moved), and reports none again, is asked:
-// one whose traffic only paused for an interval gets it back at once,
-// and with its cap given away and a small limit it was refused while a
-// unit stayed unallocated (cmd/peerlimit's TestThreeProcesses, 30
-// requests round robin over three processes for a limit of 20: 19 were
-// admitted). The lock must be held.
+// explore-1-295). An origin whose report without demand comes after a
+// busy spell is asked only if the answer leaves it some of its cap beyond
+// its count, or if its traffic seemed to have moved away at its last
+// report already (moved): one whose traffic only paused for an interval
+// gets it back at once, and cut to its count and asked at once, it gave
+// its last unit away and, with a small limit, was refused while a unit
+// stayed unallocated (cmd/peerlimit's TestThreeProcesses, 30 requests
+// round robin over three processes for a limit of 20: 19 were admitted
+// in every run). The lock must be held.
 func (o *Owner) prompt(nowNs int64, c *contact, ser *OwnerSeries, r *Report, g, spare int64, wasMoved bool) bool {
 	start := r.Key.WindowStart
 	if r.Demand > 0 {
@@ -1212,7 +1215,7 @@ func (o *Owner) prompt(nowNs int64, c *contact, ser *OwnerSeries, r *Report, g, 
 		}
 		return false
 	}
-	return wasMoved && r.HasGrant && g < r.Cap && ser.waitAt != 0 && ser.waitStart == start && nowNs-ser.waitAt < int64(o.cfg.Interval)
+	return (wasMoved || g > r.Own) && r.HasGrant && g < r.Cap && ser.waitAt != 0 && ser.waitStart == start && nowNs-ser.waitAt < int64(o.cfg.Interval)
 }
 
 // ownNow raises this owner's own count in w to what its entry of the

@@ -6,10 +6,11 @@ import (
 )
 
 // TestOwnerPrompt: the owner asks a member to report at once
-// (Answer.Prompt) when its answer lowers the cap of a member whose traffic
-// moved away (a second report in a row without demand) while another
-// member in contact asked in vain for budget in the same window within the
-// last interval; in no other case.
+// (Answer.Prompt) when its answer to a report without demand lowers the
+// member's cap, leaving it some beyond its count or after an earlier
+// report without demand (its traffic moved away), while another member in
+// contact asked in vain for budget in the same window within the last
+// interval; in no other case.
 func TestOwnerPrompt(t *testing.T) {
 	o := NewOwner(OwnerConfig{Lease: true, Self: "o", Interval: 200 * time.Millisecond, Contact: time.Second})
 	now := at(5 * time.Second).UnixNano()
@@ -33,7 +34,9 @@ func TestOwnerPrompt(t *testing.T) {
 		want     bool
 	}{
 		{"another member waits", asks(inContact, 0, 0, 5), cut, 22, true, true},
-		{"its traffic only paused", asks(inContact, 0, 0, 5), cut, 22, false, false},
+		{"first report without demand, some cap left", asks(inContact, 0, 0, 5), cut, 22, false, true},
+		{"first report without demand, cut to its count", asks(inContact, 0, 0, 5), cut, 20, false, false},
+		{"moved, cut to its count", asks(inContact, 0, 0, 5), cut, 20, true, true},
 		{"its cap kept", asks(inContact, 0, 0, 5), cut, 30, true, false},
 		{"nobody asked", &OwnerSeries{}, cut, 22, true, false},
 		{"the ask was served", asks(inContact, 0, 3, 5), cut, 22, true, false},
@@ -51,29 +54,30 @@ func TestOwnerPrompt(t *testing.T) {
 	}
 }
 
-// TestOwnerPromptsOnlyMovedMembers: through Report, the first report
-// without demand of a busy member is not asked for a prompt report however
-// its cap is lowered, since its traffic may only have paused (a request
-// arriving right after would find its cap given away); whether a later one
-// is depends on the rule TestOwnerPrompt checks.
-func TestOwnerPromptsOnlyMovedMembers(t *testing.T) {
+// TestOwnerPromptsNoPausedMemberToItsCount: through Report, a busy
+// member's first report without demand, answered with a cap cut to its
+// count, is not asked for a prompt report while another member waits: its
+// traffic may only have paused, and a request arriving right after would
+// find nothing left.
+func TestOwnerPromptsNoPausedMemberToItsCount(t *testing.T) {
 	o := NewOwner(OwnerConfig{Lease: true, Self: "o", Interval: 200 * time.Millisecond})
 	o.SetMembers(base, []string{"a", "b"}, nil)
 	ms := members("a", "b")
 	a, b := ms["a"], ms["b"]
-	beat(o, 0, time.Second, a, b)
-	for ts := time.Second; ts <= 4*time.Second; ts += 200 * time.Millisecond {
+	beat(o, 0, 3*time.Second, a, b)
+	for ts := 3 * time.Second; ts <= 4*time.Second; ts += 200 * time.Millisecond {
 		b.hello(o, at(ts-100*time.Millisecond))
-		a.own++
-		a.sync(o, at(ts), ownerKey(), 30, 1)
+		a.own += 3 // 15 a second: busy enough to be taken for moved (movedDemand)
+		a.sync(o, at(ts), ownerKey(), 30, 3)
 	}
 	if a.cap != 30 {
 		t.Fatalf("a's cap %d: want the whole limit", a.cap)
 	}
-	if ask := b.sync(o, at(4050*time.Millisecond), ownerKey(), 30, 1); ask.Grant > b.own || ask.Spare <= 0 {
+	if ask := b.sync(o, at(4050*time.Millisecond), ownerKey(), 30, 10); ask.Grant > b.own || ask.Spare <= 0 {
 		t.Fatalf("b's ask %+v: want it in vain", ask)
 	}
-	if ans := a.sync(o, at(4100*time.Millisecond), ownerKey(), 30, 0); ans.Prompt || ans.Grant >= 30 {
-		t.Fatalf("a's first report without demand while b waits: %+v, want a lower cap and no prompt", ans)
+	ans := a.sync(o, at(4100*time.Millisecond), ownerKey(), 30, 0)
+	if ans.Grant != a.own || ans.Prompt {
+		t.Fatalf("a's first report without demand while b needs more than is free: %+v, want its cap cut to its count %d and no prompt", ans, a.own)
 	}
 }
