@@ -626,3 +626,61 @@ func TestWireCarriesPrompt(t *testing.T) {
 		w.engines[m].Fail(now, b)
 	}
 }
+
+// TestWireCarriesPromptUnpacked: the unpacked answer (to a member's first
+// batch to an owner, or from an owner of an earlier version) carries the
+// prompt too (Total.prompt), and a member whose cap it lowers says so.
+func TestWireCarriesPromptUnpacked(t *testing.T) {
+	w := newWireClusterPolicy(t, []string{"a", "b", "c"}, 1, PolicyLease)
+	l := wireLimit(0)
+	l[0].Threshold = 100
+	now := t0.Add(100 * time.Millisecond)
+	w.engines["a"].Take(now, l, 0)
+	en := w.engines["a"].Table().Get(l[0].Tenant, l[0].Endpoint, l[0].Method, l[0].Period)
+	owner, _ := w.engines["a"].Ring().Owner(en.Hash())
+	m := "a"
+	if owner == "a" {
+		m = "b"
+	}
+	w.engines[m].Take(now, l, 0)
+	en = w.engines[m].Table().Get(l[0].Tenant, l[0].Endpoint, l[0].Method, l[0].Period)
+	en.Lock()
+	s := en.Current()
+	s.Own, s.Granted, s.HasGrant = 5, 50, true // a cap it holds, as if granted before
+	en.Unlock()
+	for _, prompt := range []bool{false, true} {
+		var sent bool
+		for _, b := range w.engines[m].Prepare(now) {
+			if b.Owner != owner {
+				w.engines[m].Fail(now, b)
+				continue
+			}
+			if b.Req.PackedCount != 0 || len(b.Req.Reports) == 0 {
+				t.Fatalf("%s's batch to %s: %d packed, %d unpacked reports; want it unpacked", m, owner, b.Req.PackedCount, len(b.Req.Reports))
+			}
+			raw, err := proto.Marshal(b.Req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp := w.call(now, b.Owner, raw)
+			resp.PackedOk = false // stay unpacked
+			for _, tot := range resp.Totals {
+				tot.HasGrant, tot.Grant, tot.Prompt = true, 10, prompt
+			}
+			if err := w.engines[m].Apply(now, b, resp); err != nil {
+				t.Fatal(err)
+			}
+			sent = true
+		}
+		if !sent {
+			t.Fatalf("%s sent %s no batch", m, owner)
+		}
+		if got := w.engines[m].Prompted(); got != prompt {
+			t.Fatalf("answer lowering the cap from 50 to 10, prompt %v: Prompted %v", prompt, got)
+		}
+		en.Lock()
+		en.Current().Granted = 50
+		en.Unlock()
+		now = now.Add(200 * time.Millisecond)
+	}
+}
