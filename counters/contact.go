@@ -299,5 +299,11 @@ func (o *Owner) InContact(now time.Time, name string) bool {
 	nowNs := now.UnixNano()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return nowNs-contactAt(o.contacts[name], nowNs) < int64(o.cfg.Contact)
+	return o.inContact(o.contacts[name], nowNs)
+}
+
+// inContact is InContact for the member whose contact record is c (nil:
+// a member new here, or this owner itself), the lock held.
+func (o *Owner) inContact(c *contact, nowNs int64) bool {
+	return nowNs-contactAt(c, nowNs) < int64(o.cfg.Contact)
 }

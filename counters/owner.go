@@ -1210,7 +1210,7 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 func (o *Owner) prompt(nowNs int64, c *contact, ser *OwnerSeries, r *Report, g, spare int64, wasMoved bool) bool {
 	start := r.Key.WindowStart
 	if r.Demand > 0 {
-		if g <= r.Own && spare > 0 && c != nil && (c.self || nowNs-contactAt(c, nowNs) < int64(o.cfg.Contact)) {
+		if g <= r.Own && spare > 0 && c != nil && o.inContact(c, nowNs) {
 			ser.waitAt, ser.waitStart = nowNs, start
 		}
 		return false

@@ -327,7 +327,8 @@ func (c *encoder) finish(req *peerpb.SyncRequest) {
 // (SyncRequest.known_heads, SyncResponse.heads): none if b is empty, else
 // exactly n unsigned varints of at most MaxCount. It returns a reader of
 // them, which holds bytes until the last one is read if there are any:
-// the caller reads one per report while the reader has bytes left.
+// the caller reads one per report with next, which reads 0 if there are
+// none.
 func checkHeads(b []byte, n int) (reader, error) {
 	if len(b) > binary.MaxVarintLen64*n {
 		return reader{}, fmt.Errorf("%d bytes of heads for %d", len(b), n)
@@ -362,6 +363,15 @@ func (e *Engine) acknowledged(owner string, c *encoder) {
 type reader struct {
 	b   []byte
 	bad bool
+}
+
+// next is u for a field of optional values (checkHeads): 0 once r holds
+// no bytes.
+func (r *reader) next() uint64 {
+	if len(r.b) == 0 {
+		return 0
+	}
+	return r.u()
 }
 
 func (r *reader) u() uint64 {
@@ -697,9 +707,7 @@ func (e *Engine) handlePacked(now time.Time, req *peerpb.SyncRequest) (*peerpb.S
 		for j := range chunk {
 			k := &keys[chunk[j].index]
 			chunk[j].report(&reps[j], k, req)
-			if len(heads.b) > 0 {
-				reps[j].KnownHead = int64(heads.u())
-			}
+			reps[j].KnownHead = int64(heads.next())
 			if e.cfg.Central == "" {
 				owner, _ := e.ring.Owner(k.hash)
 				if reps[j].Stray = owner != e.cfg.Name; reps[j].Stray {
@@ -825,10 +833,7 @@ func (e *Engine) applyPacked(now time.Time, b *Batch, resp *peerpb.SyncResponse)
 			touch(b.refs[i:min(i+32, len(b.refs))])
 		}
 		readTotal(&r, b.refs[i].own, &a)
-		a.Head = 0
-		if len(heads.b) > 0 {
-			a.Head = int64(heads.u())
-		}
+		a.Head = int64(heads.next())
 		apply(e.table, nowNs, &b.refs[i], &a, from, declined(after, i), false)
 	}
 	e.acknowledge(b.Owner, resp.Seq)

@@ -546,6 +546,35 @@ func TestWireCarriesHeads(t *testing.T) {
 	}
 }
 
+// ownerAndMember returns the owner of l's series, in a's view of the
+// ring, and another member.
+func (w *wireCluster) ownerAndMember(now time.Time, l []counters.Limit) (owner, m string) {
+	w.t.Helper()
+	w.engines["a"].Take(now, l, 0)
+	en := w.engines["a"].Table().Get(l[0].Tenant, l[0].Endpoint, l[0].Method, l[0].Period)
+	owner, _ = w.engines["a"].Ring().Owner(en.Hash())
+	if owner == "a" {
+		return owner, "b"
+	}
+	return owner, "a"
+}
+
+// exchange delivers batch b of member from to its owner through the
+// marshalled wire, lets edit change the answer as received, and applies
+// it.
+func (w *wireCluster) exchange(now time.Time, from string, b *Batch, edit func(*peerpb.SyncResponse)) {
+	w.t.Helper()
+	raw, err := proto.Marshal(b.Req)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	resp := w.call(now, b.Owner, raw)
+	edit(resp)
+	if err := w.engines[from].Apply(now, b, resp); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
 // TestWireCarriesPrompt: an owner's answer that asks for a prompt report
 // (counters.Answer.Prompt) crosses the packed wire, and a member whose cap
 // it lowers says so (Engine.Prompted) and reports the window in its next
@@ -565,13 +594,7 @@ func TestWireCarriesPrompt(t *testing.T) {
 	w := newWireClusterPolicy(t, []string{"a", "b", "c"}, 1, PolicyLease)
 	l := wireLimit(0)
 	l[0].Threshold = 100
-	w.engines["a"].Take(t0, l, 0)
-	en := w.engines["a"].Table().Get(l[0].Tenant, l[0].Endpoint, l[0].Method, l[0].Period)
-	owner, _ := w.engines["a"].Ring().Owner(en.Hash())
-	m := "a"
-	if owner == "a" {
-		m = "b"
-	}
+	owner, m := w.ownerAndMember(t0, l)
 	now := t0.Add(100 * time.Millisecond)
 	for range 5 {
 		for range 5 {
@@ -585,26 +608,20 @@ func TestWireCarriesPrompt(t *testing.T) {
 	report := func(grant func(own, g int64) int64) bool {
 		t.Helper()
 		for _, b := range w.engines[m].Prepare(now) {
-			raw, err := proto.Marshal(b.Req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp := w.call(now, b.Owner, raw)
-			r := reader{b: resp.Packed}
-			var out []byte
-			for i := range b.refs {
-				readTotal(&r, b.refs[i].own, &a)
-				a.Prompt, a.Grant = true, grant(b.refs[i].own, a.Grant)
-				out = appendTotal(out, b.refs[i].own, a)
-			}
-			resp.Packed = append(out, r.b...)
-			if err := w.engines[m].Apply(now, b, resp); err != nil {
-				t.Fatal(err)
-			}
+			w.exchange(now, m, b, func(resp *peerpb.SyncResponse) {
+				r := reader{b: resp.Packed}
+				var out []byte
+				for i := range b.refs {
+					readTotal(&r, b.refs[i].own, &a)
+					a.Prompt, a.Grant = true, grant(b.refs[i].own, a.Grant)
+					out = appendTotal(out, b.refs[i].own, a)
+				}
+				resp.Packed = append(out, r.b...)
+			})
 		}
 		return w.engines[m].Prompted()
 	}
-	en = w.engines[m].Table().Get(l[0].Tenant, l[0].Endpoint, l[0].Method, l[0].Period)
+	en := w.engines[m].Table().Get(l[0].Tenant, l[0].Endpoint, l[0].Method, l[0].Period)
 	en.Lock()
 	held := en.Current().Granted
 	en.Unlock()
@@ -635,15 +652,9 @@ func TestWireCarriesPromptUnpacked(t *testing.T) {
 	l := wireLimit(0)
 	l[0].Threshold = 100
 	now := t0.Add(100 * time.Millisecond)
-	w.engines["a"].Take(now, l, 0)
-	en := w.engines["a"].Table().Get(l[0].Tenant, l[0].Endpoint, l[0].Method, l[0].Period)
-	owner, _ := w.engines["a"].Ring().Owner(en.Hash())
-	m := "a"
-	if owner == "a" {
-		m = "b"
-	}
+	owner, m := w.ownerAndMember(now, l)
 	w.engines[m].Take(now, l, 0)
-	en = w.engines[m].Table().Get(l[0].Tenant, l[0].Endpoint, l[0].Method, l[0].Period)
+	en := w.engines[m].Table().Get(l[0].Tenant, l[0].Endpoint, l[0].Method, l[0].Period)
 	en.Lock()
 	s := en.Current()
 	s.Own, s.Granted, s.HasGrant = 5, 50, true // a cap it holds, as if granted before
@@ -658,18 +669,12 @@ func TestWireCarriesPromptUnpacked(t *testing.T) {
 			if b.Req.PackedCount != 0 || len(b.Req.Reports) == 0 {
 				t.Fatalf("%s's batch to %s: %d packed, %d unpacked reports; want it unpacked", m, owner, b.Req.PackedCount, len(b.Req.Reports))
 			}
-			raw, err := proto.Marshal(b.Req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp := w.call(now, b.Owner, raw)
-			resp.PackedOk = false // stay unpacked
-			for _, tot := range resp.Totals {
-				tot.HasGrant, tot.Grant, tot.Prompt = true, 10, prompt
-			}
-			if err := w.engines[m].Apply(now, b, resp); err != nil {
-				t.Fatal(err)
-			}
+			w.exchange(now, m, b, func(resp *peerpb.SyncResponse) {
+				resp.PackedOk = false // stay unpacked
+				for _, tot := range resp.Totals {
+					tot.HasGrant, tot.Grant, tot.Prompt = true, 10, prompt
+				}
+			})
 			sent = true
 		}
 		if !sent {
