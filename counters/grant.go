@@ -66,6 +66,7 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	view := w.aligned(mw, prev)
 	gc := &o.scratch.gc
 	o.grantContext(gc, now, key, w, mw)
+	gc.priorQuiet = gc.inherited && priorQuiet(w, prev)
 	prevOf := func(name string) *originState {
 		if prev == nil {
 			return nil
@@ -332,12 +333,55 @@ type grantContext struct {
 	// reported first at the heal, and this owner handed out what n3 gave
 	// up while n4 held it: 1,025 admitted of 1,000).
 	cutSide bool
+	// priorQuiet: the window was taken over, and the owner before this
+	// one knew of counts in it and in the one before only of members that
+	// reported here (see priorQuiet).
+	priorQuiet bool
 	// sideBack: 0 not worked out yet, 1 every member out of contact when
 	// the window began came back, 2 not (see Owner.sideBack).
 	sideBack int8
 	left     int64   // ns left in the window
 	soon     float64 // ns ahead the members' demand is projected first
 	interval float64 // ns between a member's reports
+}
+
+// priorQuiet reports whether the owner before this one, taking window w
+// and its previous window prev over, knew of counts in prev (and in w, if
+// a member brought its total there) only of members that reported here
+// (snapsAccounted): a member that has not reported here had none there as
+// of its last answers. The lock must be held.
+func priorQuiet(w, prev *ownerWindow) bool {
+	return prev != nil && prev.snapsAccounted() && (w.snaps == 0 || w.snapsAccounted())
+}
+
+// snapsAccounted reports whether the totals of the owner before this one
+// that the window's origins brought (their snapshots, all of one run of
+// one owner) say that, when it gave the largest of them, the counts it
+// knew were all counts of those origins. Totals only grow: an origin's
+// count in the owner's total at that answer is at least what the owner
+// acknowledged to it in its own (an earlier or the same answer, since it
+// is no larger), so the largest total less those acknowledgements bounds
+// what the owner knew of every other member, itself included. The lock
+// must be held.
+func (w *ownerWindow) snapsAccounted() bool {
+	var from string
+	var inc uint64
+	var largest, acked int64
+	for _, x := range w.origins {
+		switch {
+		case x.snapFrom == "":
+			continue
+		case x.snapHead != 0:
+			return false // a total an earlier run of this owner answered
+		case from == "":
+			from, inc = x.snapFrom, x.snapInc
+		case x.snapFrom != from || x.snapInc != inc:
+			return false
+		}
+		largest = max(largest, x.snapOthers+x.snapOwn)
+		acked += x.snapOwn
+	}
+	return from != "" && largest <= acked
 }
 
 // grantContext fills gc for a grant at now of key's window w, whose
@@ -465,6 +509,7 @@ type slotsKey struct {
 	threshold                  int64
 	inherited, owned, takeBack bool
 	otherSide, deadOK          bool
+	priorQuiet                 bool
 }
 
 // slotsFor returns the member slots kept in a window's view for gc. They
@@ -474,7 +519,7 @@ type slotsKey struct {
 func (o *Owner) slotsFor(view *windowView, gc *grantContext) *windowSlots {
 	sl := &view.slots
 	sl.gc = *gc // refreshSlot takes slots with it
-	key := slotsKey{gc.mw, o.members.gen, view.prev, gc.threshold, gc.inherited, gc.owned, gc.takeBack, gc.otherSide, gc.deadOK}
+	key := slotsKey{gc.mw, o.members.gen, view.prev, gc.threshold, gc.inherited, gc.owned, gc.takeBack, gc.otherSide, gc.deadOK, gc.priorQuiet}
 	if sl.taken == key {
 		return sl
 	}
@@ -628,6 +673,18 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 	// name another owner, differs; this owner's own view is its own, so it
 	// holds another owner's cap only in a series it took over).
 	self := cr != nil && cr.self
+	if gc.priorQuiet && stopped && s == nil && ps == nil && cr != nil && !cr.self && d-lastSent(cr) <= 2*int64(o.cfg.Interval) {
+		// It was found stopped within two intervals of its last batch
+		// here, and had no counts in this window or the one before that
+		// the owner before this one knew of (priorQuiet): it held no cap
+		// to carry, and in its last moments, with no demand, it was
+		// granted none (an owner's grants follow demand, its own as the
+		// owner before this one too). Held for unknown, it kept the pool
+		// back for the rest of the window: explorer scenario 380 (seed
+		// 1), whose owner stopped 380 ms before a 10 s window began and
+		// was found stopped just after, admitted 32 of its 1,978 there.
+		return
+	}
 	if gc.inherited && ((!inContact && sl.static == 0 && !gc.owned) || (inContact && !o.synced(gc.mw.names[i], cr) && !(self && gc.owned))) {
 		sl.unknown, sl.settling = true, inContact
 	}

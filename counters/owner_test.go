@@ -1593,3 +1593,56 @@ func TestOwnerWeighsAStoppedMembersLastCapOnASlidingTier(t *testing.T) {
 		t.Errorf("b's grant in the next window %d, want about %d", got.Grant, 100-ans.Grant)
 	}
 }
+
+// TestOwnerTakingOverFromAStoppedOwner: p owned the series and stopped
+// just before a window began; o, which takes the series over, finds p
+// stopped just after the window began, and cannot know whether p granted
+// anything in it. If the total p last gave b for the window before holds
+// no count but b's, p had no demand there (nor any member that does not
+// report here): found stopped within two sync intervals of its last
+// batch, it granted itself nothing in its last moments, and b may have
+// the whole limit. Counts of p's own in that total, or a stop found long
+// after p's last batch, keep the limit held for what p may have granted
+// (explorer scenario explore-1-380: a 10 s window admitted 32 of 1,978).
+func TestOwnerTakingOverFromAStoppedOwner(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		pOwn  int64         // p's own count in its total for the window before
+		after time.Duration // p found stopped this long after its last batch
+		whole bool          // b may get the whole limit
+	}{
+		{"no counts of its own", 0, 360 * time.Millisecond, true},
+		{"counts of its own", 5, 360 * time.Millisecond, false},
+		{"found stopped a second after its last batch", 0, time.Second, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOwner(OwnerConfig{Lease: true, Self: "o", Interval: 200 * time.Millisecond, Contact: time.Second})
+			o.SetMembers(base, []string{"b", "o", "p"}, nil)
+			o.SetOwnership(base, ownsNot)
+			o.SetMajority(true)
+			b, p := &member{name: "b"}, &member{name: "p"}
+			k := ownerKey()
+			next := k
+			next.WindowStart += int64(k.Period)
+			start := time.Unix(0, next.WindowStart)
+			last := start.Add(-300 * time.Millisecond) // p's last batch here
+			beat(o, 100*time.Millisecond, last.Sub(base)+time.Millisecond, b, p)
+			lost := last.Add(tc.after) // after the window began, by more than StoppedClockSlack
+			beat(o, last.Sub(base)+200*time.Millisecond, lost.Sub(base), b)
+			o.SetMembersStopped(lost, []string{"b", "o"}, map[string]int64{"p": lost.UnixNano()}, map[string]int64{"p": lost.UnixNano()})
+			o.SetOwnership(lost, owns)
+			self := &member{name: "o"} // o's own merge, under its new view
+			self.hello(o, lost.Add(10*time.Millisecond))
+			now := lost.Add(20 * time.Millisecond)
+			seq := o.Hello(now, "b")
+			o.Report(now, "b", 1, &Report{Key: k, Threshold: 100, Own: 60, Demand: 1,
+				KnownGlobal: 60 + tc.pOwn, KnownAcked: 60, KnownFrom: "p", KnownFromIncarnation: 1})
+			ans := o.Report(now, "b", 1, &Report{Key: next, Threshold: 100, Demand: 200})
+			o.Acknowledge(now, "b", b.ack, o.view, true)
+			b.ack = seq
+			if got := ans.Grant >= 95; got != tc.whole {
+				t.Errorf("b's grant %d; about the whole limit of 100: %v, want %v", ans.Grant, got, tc.whole)
+			}
+		})
+	}
+}

@@ -247,11 +247,14 @@ func TestExploreDeterministic(t *testing.T) {
 
 // exploreRatchet is, for the CI's run (500 scenarios from seed 1), the
 // number of lease's windows over all classes that may miss each design
-// target: what was measured plus 2% for noise, since owners ask members
-// whose traffic moved away for a prompt report (counters.Answer.Prompt,
-// 2026-11-29): 423 windows over, 8,510 under and 12,233 wrongly denied
-// of 80,298 (437, 8,717 and 12,412 when only a second report without
-// demand was asked). Before it, since a waiting request is decided
+// target: what was measured plus 2% for noise, since an owner that takes
+// a window over from a member found stopped reserves nothing for it when
+// no total of its says it had counts (counters.priorQuiet, 2026-11-29):
+// 425 windows over, 8,498 under and 12,220 wrongly denied of 80,298.
+// Before it, since owners ask members whose traffic moved away for a
+// prompt report (counters.Answer.Prompt, 2026-11-29): 423 windows over,
+// 8,510 under and 12,233 wrongly denied (437, 8,717 and 12,412 when only
+// a second report without demand was asked). Before it, since a waiting request is decided
 // again when its owner answers and at the round's end, not at every
 // call's end (node.Engine.WakeOn, 2026-11-28): 438 windows over, 8,799
 // under and 12,494 wrongly denied of 80,298. Before it, since
@@ -270,7 +273,7 @@ func TestExploreDeterministic(t *testing.T) {
 // every change before. A change that misses more fails TestExploreMany;
 // one that misses fewer should lower these.
 var exploreRatchet = map[int][numTargets]int{
-	500: {TargetOvershoot: 431, TargetUndershootSafe: 8680, TargetWronglyDenied: 12477},
+	500: {TargetOvershoot: 434, TargetUndershootSafe: 8668, TargetWronglyDenied: 12464},
 }
 
 // TestExploreMany runs the explorer over -explore scenarios (none by
