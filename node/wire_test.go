@@ -689,3 +689,101 @@ func TestWireCarriesPromptUnpacked(t *testing.T) {
 		now = now.Add(200 * time.Millisecond)
 	}
 }
+
+// TestWireRestartedOwnerHoldsBackItsHead: the owner of a tenant's series
+// restarts within a window (a new incarnation, no state). A member's next
+// batch hands back, with the total the earlier run answered it, that
+// run's head (known_heads): what the run may still have admitted itself
+// beyond the total. The new run, which hears of its earlier run from a
+// peer's answer (PreviousRunMs), holds that much back: it grants the
+// member less than it grants the same batches without heads (the member's
+// part of the head: the two members with demand share what is left). An
+// owner that ignored known_heads would grant the two alike.
+func TestWireRestartedOwnerHoldsBackItsHead(t *testing.T) {
+	grant := func(heads bool) (granted, head int64) {
+		w := newWireClusterPolicy(t, []string{"a", "b", "c"}, 1, PolicyLease)
+		l := wireLimit(0)
+		l[0].Threshold = 420
+		now := t0
+		for range 6 {
+			for _, name := range w.names {
+				for range 20 {
+					if _, err := w.engines[name].Take(now, l, 1); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			w.sync(now, nil)
+			now = now.Add(200 * time.Millisecond)
+		}
+		owner, m := w.ownerAndMember(now, l)
+		en := w.engines[m].Table().Get(l[0].Tenant, l[0].Endpoint, l[0].Method, l[0].Period)
+		en.Lock()
+		head = int64(en.Current().Head)
+		en.Unlock()
+
+		// The owner restarts, and learns from a peer's answer that an
+		// earlier run of it was alive.
+		e, err := NewEngine(EngineConfig{Name: owner, Incarnation: 2, Policy: PolicyLease, Table: counters.DefaultConfig(), Ring: ringDefault()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.engines[owner] = e
+		e.SetMembers(now, w.names)
+		for _, b := range e.Prepare(now) {
+			raw, err := proto.Marshal(b.Req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Apply(now, b, w.call(now, b.Owner, raw)); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		// Both other members report, m last: a member not heard from yet
+		// is reserved more than the head anyway. Their first batches to
+		// the new run are refused for resync (it knows none of their
+		// definitions), and go again.
+		var order []string
+		for _, name := range w.names {
+			if name != owner && name != m {
+				order = append(order, name)
+			}
+		}
+		order = append(order, m)
+		for _, name := range append(order, order...) {
+			w.engines[name].Take(now, l, 1) // something to report
+			for _, b := range w.engines[name].Prepare(now) {
+				if b.Owner != owner {
+					w.engines[name].Fail(now, b)
+					continue
+				}
+				if !heads {
+					b.Req.KnownHeads = nil
+				}
+				raw, err := proto.Marshal(b.Req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := w.engines[name].Apply(now, b, w.call(now, owner, raw)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		en.Lock()
+		defer en.Unlock()
+		if !en.Current().HasGrant {
+			t.Fatalf("%s holds no grant of the restarted %s", m, owner)
+		}
+		return en.Current().Granted, head
+	}
+	with, head := grant(true)
+	without, _ := grant(false)
+	if head <= 0 {
+		t.Fatalf("the earlier run's head %d, want above 0", head)
+	}
+	// The head comes off what the two members with demand share.
+	if d := without - with; d <= 0 || d > head {
+		t.Errorf("the restarted owner granted %d with the earlier run's head of %d, %d without: want up to %d less, and less", with, head, without, head)
+	}
+}
