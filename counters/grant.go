@@ -66,7 +66,7 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	view := w.aligned(mw, prev)
 	gc := &o.scratch.gc
 	o.grantContext(gc, now, key, w, mw)
-	gc.priorQuiet = gc.inherited && priorQuiet(w, prev)
+	gc.priorQuiet, gc.snapped = gc.inherited && priorQuiet(w, prev), w.snaps > 0
 	prevOf := func(name string) *originState {
 		if prev == nil {
 			return nil
@@ -337,6 +337,7 @@ type grantContext struct {
 	// one knew of counts in it and in the one before only of members that
 	// reported here (see priorQuiet).
 	priorQuiet bool
+	snapped    bool // a member brought a total of the owner before in this window
 	// sideBack: 0 not worked out yet, 1 every member out of contact when
 	// the window began came back, 2 not (see Owner.sideBack).
 	sideBack int8
@@ -509,7 +510,7 @@ type slotsKey struct {
 	threshold                  int64
 	inherited, owned, takeBack bool
 	otherSide, deadOK          bool
-	priorQuiet                 bool
+	priorQuiet, snapped        bool
 }
 
 // slotsFor returns the member slots kept in a window's view for gc. They
@@ -519,7 +520,7 @@ type slotsKey struct {
 func (o *Owner) slotsFor(view *windowView, gc *grantContext) *windowSlots {
 	sl := &view.slots
 	sl.gc = *gc // refreshSlot takes slots with it
-	key := slotsKey{gc.mw, o.members.gen, view.prev, gc.threshold, gc.inherited, gc.owned, gc.takeBack, gc.otherSide, gc.deadOK, gc.priorQuiet}
+	key := slotsKey{gc.mw, o.members.gen, view.prev, gc.threshold, gc.inherited, gc.owned, gc.takeBack, gc.otherSide, gc.deadOK, gc.priorQuiet, gc.snapped}
 	if sl.taken == key {
 		return sl
 	}
@@ -673,16 +674,23 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 	// name another owner, differs; this owner's own view is its own, so it
 	// holds another owner's cap only in a series it took over).
 	self := cr != nil && cr.self
-	if gc.priorQuiet && stopped && s == nil && ps == nil && cr != nil && !cr.self && d-lastSent(cr) <= 2*int64(o.cfg.Interval) {
+	if gc.priorQuiet && stopped && s == nil && ps == nil && cr != nil && !cr.self && d-lastSent(cr) <= 2*int64(o.cfg.Interval) &&
+		(gc.snapped || lastSent(cr) < gc.start) {
 		// It was found stopped within two intervals of its last batch
 		// here, and had no counts in this window or the one before that
 		// the owner before this one knew of (priorQuiet): it held no cap
 		// to carry, and in its last moments, with no demand, it was
 		// granted none (an owner's grants follow demand, its own as the
-		// owner before this one too). Held for unknown, it kept the pool
-		// back for the rest of the window: explorer scenario 380 (seed
-		// 1), whose owner stopped 380 ms before a 10 s window began and
-		// was found stopped just after, admitted 32 of its 1,978 there.
+		// owner before this one too). In this window that owner's totals
+		// say so only if a member brought one (snapped); else only a
+		// member whose last batch came before the window began, and that
+		// lived into it two intervals at most, is taken at its demand in
+		// the window before: an owner that served the window alone for a
+		// while, and admitted what no member reported, is not. Held for
+		// unknown, it kept the pool back for the rest of the window:
+		// explorer scenario 380 (seed 1), whose owner stopped 380 ms
+		// before a 10 s window began and was found stopped just after,
+		// admitted 32 of its 1,978 there.
 		return
 	}
 	if gc.inherited && ((!inContact && sl.static == 0 && !gc.owned) || (inContact && !o.synced(gc.mw.names[i], cr) && !(self && gc.owned))) {

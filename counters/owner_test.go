@@ -1601,19 +1601,25 @@ func TestOwnerWeighsAStoppedMembersLastCapOnASlidingTier(t *testing.T) {
 // no count but b's, p had no demand there (nor any member that does not
 // report here): found stopped within two sync intervals of its last
 // batch, it granted itself nothing in its last moments, and b may have
-// the whole limit. Counts of p's own in that total, or a stop found long
-// after p's last batch, keep the limit held for what p may have granted
-// (explorer scenario explore-1-380: a 10 s window admitted 32 of 1,978).
+// the whole limit. Counts of p's own in that total, a stop found long
+// after p's last batch, or a last batch after the window began (p may
+// have served it for a while, and no member brought a total of p's for
+// it), keep the limit held for what p may have granted (explorer scenario
+// explore-1-380: a 10 s window admitted 32 of 1,978).
 func TestOwnerTakingOverFromAStoppedOwner(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		pOwn  int64         // p's own count in its total for the window before
+		last  time.Duration // p's last batch here, from the window's start
 		after time.Duration // p found stopped this long after its last batch
 		whole bool          // b may get the whole limit
 	}{
-		{"no counts of its own", 0, 360 * time.Millisecond, true},
-		{"counts of its own", 5, 360 * time.Millisecond, false},
-		{"found stopped a second after its last batch", 0, time.Second, false},
+		{"no counts of its own", 0, -300 * time.Millisecond, 360 * time.Millisecond, true},
+		{"counts of its own", 5, -300 * time.Millisecond, 360 * time.Millisecond, false},
+		{"found stopped a second after its last batch", 0, -300 * time.Millisecond, time.Second, false},
+		// p served the window for a while: what it admitted there, no
+		// member reported.
+		{"alive into the window", 0, 100 * time.Millisecond, 300 * time.Millisecond, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := NewOwner(OwnerConfig{Lease: true, Self: "o", Interval: 200 * time.Millisecond, Contact: time.Second})
@@ -1625,7 +1631,7 @@ func TestOwnerTakingOverFromAStoppedOwner(t *testing.T) {
 			next := k
 			next.WindowStart += int64(k.Period)
 			start := time.Unix(0, next.WindowStart)
-			last := start.Add(-300 * time.Millisecond) // p's last batch here
+			last := start.Add(tc.last)
 			beat(o, 100*time.Millisecond, last.Sub(base)+time.Millisecond, b, p)
 			lost := last.Add(tc.after) // after the window began, by more than StoppedClockSlack
 			beat(o, last.Sub(base)+200*time.Millisecond, lost.Sub(base), b)
