@@ -479,21 +479,7 @@ func TestCheckHeads(t *testing.T) {
 // back in their next batch (SyncRequest.known_heads), and an owner refuses
 // a batch whose heads are malformed, counting nothing.
 func TestWireCarriesHeads(t *testing.T) {
-	w := newWireClusterPolicy(t, []string{"a", "b", "c"}, 1, PolicyLease)
-	l := wireLimit(0)
-	l[0].Threshold = 10_000
-	now := t0
-	for range 6 {
-		for _, name := range w.names {
-			for range 20 {
-				if _, err := w.engines[name].Take(now, l, 1); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		w.sync(now, nil)
-		now = now.Add(200 * time.Millisecond)
-	}
+	w, l, now := newHeadCluster(t, 10_000)
 	en := w.engines["a"].Table().Get(l[0].Tenant, l[0].Endpoint, l[0].Method, l[0].Period)
 	owner, _ := w.engines["a"].Ring().Owner(en.Hash())
 	m := "a"
@@ -544,6 +530,31 @@ func TestWireCarriesHeads(t *testing.T) {
 	if next.Seq != first.Seq+1 {
 		t.Errorf("answers numbered %d, then %d after the refused batch: it was taken", first.Seq, next.Seq)
 	}
+}
+
+// newHeadCluster returns three lease members that each took 20 requests
+// of one tenant in each of six sync intervals, the tenant's limits (with
+// the given threshold) and the time after the last interval: the
+// tenant's owner has granted itself a cap, and answers the others its
+// head.
+func newHeadCluster(t *testing.T, threshold int64) (*wireCluster, []counters.Limit, time.Time) {
+	t.Helper()
+	w := newWireClusterPolicy(t, []string{"a", "b", "c"}, 1, PolicyLease)
+	l := wireLimit(0)
+	l[0].Threshold = threshold
+	now := t0
+	for range 6 {
+		for _, name := range w.names {
+			for range 20 {
+				if _, err := w.engines[name].Take(now, l, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		w.sync(now, nil)
+		now = now.Add(200 * time.Millisecond)
+	}
+	return w, l, now
 }
 
 // ownerAndMember returns the owner of l's series, in a's view of the
@@ -701,21 +712,7 @@ func TestWireCarriesPromptUnpacked(t *testing.T) {
 // owner that ignored known_heads would grant the two alike.
 func TestWireRestartedOwnerHoldsBackItsHead(t *testing.T) {
 	grant := func(heads bool) (granted, head int64) {
-		w := newWireClusterPolicy(t, []string{"a", "b", "c"}, 1, PolicyLease)
-		l := wireLimit(0)
-		l[0].Threshold = 420
-		now := t0
-		for range 6 {
-			for _, name := range w.names {
-				for range 20 {
-					if _, err := w.engines[name].Take(now, l, 1); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			w.sync(now, nil)
-			now = now.Add(200 * time.Millisecond)
-		}
+		w, l, now := newHeadCluster(t, 420)
 		owner, m := w.ownerAndMember(now, l)
 		en := w.engines[m].Table().Get(l[0].Tenant, l[0].Endpoint, l[0].Method, l[0].Period)
 		en.Lock()
