@@ -65,8 +65,7 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	mw := o.members.window(since)
 	view := w.aligned(mw, prev)
 	gc := &o.scratch.gc
-	o.grantContext(gc, now, key, w, mw)
-	gc.priorQuiet, gc.snapped = gc.inherited && priorQuiet(w, prev), w.snaps > 0
+	o.grantContext(gc, now, key, w, prev, mw)
 	prevOf := func(name string) *originState {
 		if prev == nil {
 			return nil
@@ -385,10 +384,10 @@ func (w *ownerWindow) snapsAccounted() bool {
 	return from != "" && largest <= acked
 }
 
-// grantContext fills gc for a grant at now of key's window w, whose
-// members are mw. It fills it in place: a struct built apart and copied
-// waits for its own writes.
-func (o *Owner) grantContext(gc *grantContext, now int64, key Key, w *ownerWindow, mw *memberWindow) {
+// grantContext fills gc for a grant at now of key's window w (prev the
+// window before, nil if none), whose members are mw. It fills it in
+// place: a struct built apart and copied waits for its own writes.
+func (o *Owner) grantContext(gc *grantContext, now int64, key Key, w, prev *ownerWindow, mw *memberWindow) {
 	period := int64(key.Period)
 	gc.now, gc.start, gc.hash, gc.threshold = now, key.WindowStart, w.series.hash, w.threshold
 	gc.n, gc.mw, gc.contactT = len(mw.names), mw, int64(o.cfg.Contact)
@@ -414,6 +413,7 @@ func (o *Owner) grantContext(gc *grantContext, now int64, key Key, w *ownerWindo
 		gc.inherited, gc.owned = true, false
 	}
 	gc.otherSide, gc.cutSide = w.otherSide, w.cutSide
+	gc.priorQuiet, gc.snapped = gc.inherited && priorQuiet(w, prev), w.snaps > 0
 	gc.sideBack = 0
 	// What nobody needs is judged over the time left in the window; the
 	// members' parts follow their demand over the next NeedHorizon
@@ -674,7 +674,7 @@ func (o *Owner) slotOf(sl *memberSlot, gc *grantContext, i int, s, ps *originSta
 	// name another owner, differs; this owner's own view is its own, so it
 	// holds another owner's cap only in a series it took over).
 	self := cr != nil && cr.self
-	if gc.priorQuiet && stopped && s == nil && ps == nil && cr != nil && !cr.self && d-lastSent(cr) <= 2*int64(o.cfg.Interval) &&
+	if gc.priorQuiet && stopped && s == nil && ps == nil && cr != nil && !cr.self && o.stoppedSoon(lastSent(cr), d) &&
 		(gc.snapped || lastSent(cr) < gc.start) {
 		// It was found stopped within two intervals of its last batch
 		// here, and had no counts in this window or the one before that
@@ -1306,6 +1306,15 @@ type grantScratch struct {
 // moment it was found stopped (stoppedSpend).
 const StoppedDemandFactor = 2
 
+// stoppedSoon reports whether a member last heard from at last, found
+// stopped at d, stopped within two sync intervals of that: it sends a
+// batch every interval, so it stopped within about one, and what it had
+// said last is close to what it ended with (stoppedSpend, slotOf).
+func (o *Owner) stoppedSoon(last, d int64) bool {
+	gap := d - last
+	return gap >= 0 && gap <= 2*int64(o.cfg.Interval)
+}
+
 // stoppedSpend bounds what a member found stopped at d (SetMembersStopped)
 // admitted in a window it reported in, s being its state there and x the
 // cap it held: its count at its last report, plus what its demand brought
@@ -1323,10 +1332,9 @@ const StoppedDemandFactor = 2
 // the member in its last interval, beyond twice what it had seen, is
 // what the bound may miss.
 func (o *Owner) stoppedSpend(s *originState, d, x int64) int64 {
-	gap := d - s.lastSeen
-	if gap < 0 || gap > 2*int64(o.cfg.Interval) {
+	if !o.stoppedSoon(s.lastSeen, d) {
 		return x
 	}
 	r := max(s.rate(), s.instant)
-	return min(x, s.total()+int64(math.Ceil(StoppedDemandFactor*r*float64(gap)))+1)
+	return min(x, s.total()+int64(math.Ceil(StoppedDemandFactor*r*float64(d-s.lastSeen)))+1)
 }
