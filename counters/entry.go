@@ -409,6 +409,18 @@ func (e *Entry) weight(now int64) float64 {
 	return float64(period-elapsed) / float64(period)
 }
 
+// PrevWeighted returns what the window before weighs at now in the window
+// that starts at start, when that is the current window of a sliding tier:
+// this instance's own count there, weighted by the share of it still
+// inside the sliding period (View.PrevOwn); 0 otherwise. A sliding tier's
+// cap bounds the count plus this (see Lease). The entry must be locked.
+func (e *Entry) PrevWeighted(start, now int64) int64 {
+	if e.prev == nil || start != e.cur.Start {
+		return 0
+	}
+	return weighted(e.prev.own, e.weight(now))
+}
+
 func weighted(n int64, w float64) int64 {
 	if n <= 0 || w == 0 {
 		return 0

@@ -755,13 +755,15 @@ func apply(t *counters.Table, nowNs int64, r *ref, a *counters.Answer, from coun
 	s.Epoch = uint32(r.epoch)
 	s.From = from
 	if a.HasGrant {
-		if t != nil && s.Own > max(a.Grant, r.own) {
+		if t != nil && s.Own > r.own && s.Own+r.e.PrevWeighted(r.start, nowNs) > a.Grant {
 			// A cap lowered below what the window admitted since its
-			// report: the owner holds the old cap back for this member
-			// until a report made after this answer says how much that
-			// is, so the window goes with the next sync that others'
-			// requests ask for (PrepareAsking), or that sync does not
-			// cover its acknowledgement.
+			// report (on a sliding tier the cap bounds the count plus the
+			// weighted window before, as the admissions did): the owner
+			// holds the old cap back for this member until a report made
+			// after this answer says how much that is, so the window goes
+			// with the next sync that others' requests ask for
+			// (PrepareAsking), or that sync does not cover its
+			// acknowledgement.
 			t.MarkRiding(r.e)
 		}
 		if t != nil && a.Prompt && s.HasGrant && a.Grant < s.Granted {
