@@ -251,11 +251,14 @@ func TestExploreDeterministic(t *testing.T) {
 // a window over from a member found stopped reserves nothing for it when
 // no total of its says it had counts (counters.priorQuiet, 2026-11-29):
 // 425 windows over, 8,498 under and 12,220 wrongly denied of 80,298.
-// Before it, since owners ask members whose traffic moved away for a
+// Since then a sliding tier's lowered cap rides when it is below the
+// count plus the weighted window before (node.apply, 2026-11-29): 427,
+// 8,551 and 12,332, within these limits, which stay as they were. Before
+// priorQuiet, since owners ask members whose traffic moved away for a
 // prompt report (counters.Answer.Prompt, 2026-11-29): 423 windows over,
 // 8,510 under and 12,233 wrongly denied (437, 8,717 and 12,412 when only
-// a second report without demand was asked). Before it, since a waiting request is decided
-// again when its owner answers and at the round's end, not at every
+// a second report without demand was asked). Before it, since a waiting
+// request is decided again when its owner answers and at the round's end, not at every
 // call's end (node.Engine.WakeOn, 2026-11-28): 438 windows over, 8,799
 // under and 12,494 wrongly denied of 80,298. Before it, since
 // owners release the static shares of members that came back from a
