@@ -176,9 +176,10 @@ type Config struct {
 	// dials unreachable addresses more often: while the two halves stay
 	// apart, each side reserves the other's share of every limit (see
 	// node's lease policy), so a heal is worth noticing within seconds. An
-	// attempt lasts as long as its slowest dial (a TCP timeout, 10 s under
-	// ProfileLAN, when packets to an address are dropped), and the next
-	// one starts after it.
+	// attempt lasts as long as its slowest dial, up to a TCP timeout (10 s
+	// under ProfileLAN) while packets to an address are dropped, and the
+	// next one starts after it; a dial in flight when such a partition
+	// heals gets through at its next SYN retransmission.
 	RejoinInterval time.Duration
 
 	// RejoinForget is how long the address of a member that failed or left
