@@ -33,10 +33,11 @@
 //     at delivery.
 //   - Membership. Each instance's view — the running members on its side of
 //     any partition — reaches its engine through Engine.SetMembers, the call
-//     gossip's callback makes in production, a detection delay after a crash,
-//     partition or heal (memberlist's failure detection; default 1 s) or a
-//     notify delay after a join, restart or leave (default 200 ms), each plus
-//     a per-member jitter. A starting instance knows its side at once (it
+//     gossip's callback makes in production, a detection delay after a crash
+//     or partition (memberlist's failure detection; default 1 s), a heal
+//     delay after a heal (gossip's rejoin loop) or a notify delay after a
+//     join, restart or leave (default 200 ms), each plus a per-member
+//     jitter. A starting instance knows its side at once (it
 //     joined through a seed before serving).
 //   - Traffic. Requests go to the running instances by smooth weighted
 //     round-robin (exact proportions, deterministic); arrival times are
@@ -98,10 +99,13 @@
 //	                              jitter=exp:MEAN or lognormal:MEDIAN:SIGMA
 //	                              (defaults: 1ms, exp:500us, no loss, no dup)
 //	profile local|lan             gossip timing the membership delays model (default
-//	                              local: detect 700ms jitter=300ms, notify 200ms;
-//	                              lan, node.DefaultConfig's: 5.5s jitter=1s, 400ms,
-//	                              measured on memberlist clusters on 127.0.0.1)
-//	detect DURATION [jitter=D]    failure detection delay (after profile, overrides it)
+//	                              local: detect 700ms jitter=300ms, heal the same,
+//	                              notify 200ms; lan, node.DefaultConfig's: detect
+//	                              5.5s jitter=1s, heal 100ms jitter=2s (the rejoin
+//	                              loop's period), notify 400ms, measured on
+//	                              memberlist clusters on 127.0.0.1)
+//	detect DURATION [jitter=D]    failure detection delay, and heal delay (after
+//	                              profile, overrides both)
 //	notify DURATION               join/leave announcement delay
 //	pending DURATION              how long a pending lease decision waits for the
 //	                              owner's answers (node.Config.PendingWait; default

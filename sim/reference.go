@@ -52,7 +52,7 @@ import (
 //   - The sides split the budget left at the moment of each membership
 //     change, with the global count at that moment. A heal merges them
 //     once the members notice it, as a crash counts once the survivors
-//     notice it (the detect delay plus half its jitter; the simulator
+//     notice it (the heal or detect delay plus half its jitter; the simulator
 //     feeds each member the healed view after the delay and a jitter of
 //     its own): until then each side still sees only itself, and no rule
 //     that acts on the members' views can do better than its share. The
@@ -455,6 +455,7 @@ func membershipSegments(sc *Scenario) []refSegment {
 	joinGroup := 0
 	cutTo := map[string]bool{} // members a one-way cut drops messages to
 	detect := int64(sc.Detect + sc.DetectJitter/2)
+	heal := int64(sc.Heal + sc.HealJitter/2)
 	end := int64(sc.Duration)
 
 	type change struct {
@@ -575,10 +576,10 @@ func membershipSegments(sc *Scenario) []refSegment {
 					cutTo[n] = true
 				}
 			case EvHeal:
-				// The members' views merge once they notice (the detect
+				// The members' views merge once they notice (the heal
 				// delay plus half its jitter): until then each side
 				// still admits its share, as each still sees only itself.
-				changes = append(changes, change{at: c.at + detect, heal: true, cuts: cuts})
+				changes = append(changes, change{at: c.at + heal, heal: true, cuts: cuts})
 			case EvCrash:
 				if m := byName[ev.Name]; m != nil && m.up {
 					m.up = false

@@ -42,12 +42,16 @@ type Scenario struct {
 	// "local" (gossip.ProfileLocal, the default) or "lan"
 	// (gossip.ProfileLAN, node.DefaultConfig's, for production).
 	Profile string
-	// Detect is how long after a crash, partition or heal members see it
+	// Detect is how long after a crash or partition members see it
 	// (memberlist's failure detection), plus a uniform jitter in
 	// [0, DetectJitter) per member. Default: the profile's (local: 700 ms
 	// and 300 ms; lan: see Profiles).
 	Detect       time.Duration
 	DetectJitter time.Duration
+	// Heal and HealJitter are the same for a heal, which the members see
+	// when gossip's rejoin loop merges the two views. Default: the
+	// profile's; a detect line sets them too.
+	Heal, HealJitter time.Duration
 	// Notify is how long after a join, restart or leave the other members
 	// see it (a broadcast, faster than failure detection). Default: the
 	// profile's (local: 200 ms).
@@ -177,9 +181,11 @@ const (
 // Profile is the membership timing of one gossip profile, as the simulator
 // models it.
 type Profile struct {
-	// Detect and DetectJitter: when members see a crash, partition or heal.
-	// Notify: when they see a join, restart or graceful leave.
-	Detect, DetectJitter, Notify time.Duration
+	// Detect and DetectJitter: when members see a crash or partition;
+	// Heal and HealJitter: when they see a heal (gossip's rejoin loop, every
+	// gossip.DefaultRejoinIntervalLAN under lan). Notify: when they see a
+	// join, restart or graceful leave.
+	Detect, DetectJitter, Heal, HealJitter, Notify time.Duration
 }
 
 // Profiles are the gossip profiles the simulator models, measured on real
@@ -187,8 +193,8 @@ type Profile struct {
 // TestLANDetectionTiming): "local" is gossip.ProfileLocal, "lan"
 // gossip.ProfileLAN, node.DefaultConfig's.
 var Profiles = map[string]Profile{
-	"local": {Detect: 700 * time.Millisecond, DetectJitter: 300 * time.Millisecond, Notify: 200 * time.Millisecond},
-	"lan":   {Detect: 5500 * time.Millisecond, DetectJitter: time.Second, Notify: 400 * time.Millisecond},
+	"local": {Detect: 700 * time.Millisecond, DetectJitter: 300 * time.Millisecond, Heal: 700 * time.Millisecond, HealJitter: 300 * time.Millisecond, Notify: 200 * time.Millisecond},
+	"lan":   {Detect: 5500 * time.Millisecond, DetectJitter: time.Second, Heal: 100 * time.Millisecond, HealJitter: 2 * time.Second, Notify: 400 * time.Millisecond},
 }
 
 // Event is one fault in the timeline. A plain value.
@@ -245,6 +251,8 @@ func ParseScenario(name string, src []byte) (*Scenario, error) {
 		Profile:      "local",
 		Detect:       local.Detect,
 		DetectJitter: local.DetectJitter,
+		Heal:         local.Heal,
+		HealJitter:   local.HealJitter,
 		Notify:       local.Notify,
 		PendingWait:  -1,
 		Net:          Network{Latency: time.Millisecond, Jitter: 500 * time.Microsecond, JitterDist: "exp"},
@@ -310,14 +318,14 @@ func (p *parser) directive(f []string) error {
 		if err != nil || d < 0 {
 			return fmt.Errorf("want a duration >= 0")
 		}
-		sc.Detect = d
+		sc.Detect, sc.Heal = d, d
 		for _, kv := range args[1:] {
 			k, v, _ := strings.Cut(kv, "=")
 			j, err := time.ParseDuration(v)
 			if k != "jitter" || err != nil || j < 0 {
 				return fmt.Errorf("unknown option %q (want jitter=DURATION)", kv)
 			}
-			sc.DetectJitter = j
+			sc.DetectJitter, sc.HealJitter = j, j
 		}
 	case "notify":
 		return setDur(&sc.Notify, args, false)
@@ -327,6 +335,7 @@ func (p *parser) directive(f []string) error {
 			return fmt.Errorf("want local or lan")
 		}
 		sc.Profile, sc.Detect, sc.DetectJitter, sc.Notify = args[0], pr.Detect, pr.DetectJitter, pr.Notify
+		sc.Heal, sc.HealJitter = pr.Heal, pr.HealJitter
 	case "pending":
 		return setDur(&sc.PendingWait, args, false)
 	case "skew":

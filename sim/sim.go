@@ -445,16 +445,25 @@ func (w *world) countEvictions(in *instance) {
 // notifyOthers schedules a membership refresh on every running member but
 // except, after delay plus a per-member jitter.
 func (w *world) notifyOthers(except *instance, delay int64) {
+	w.notifyJitter(except, delay, int64(w.sc.DetectJitter))
+}
+
+// notifyJitter is notifyOthers with a jitter in [0, jitter).
+func (w *world) notifyJitter(except *instance, delay, jitter int64) {
 	for _, in := range w.insts {
 		if in.up && in != except {
-			w.scheduleRefresh(in, delay)
+			w.refreshIn(in, delay, jitter)
 		}
 	}
 }
 
 func (w *world) scheduleRefresh(in *instance, delay int64) {
-	if j := int64(w.sc.DetectJitter); j > 0 {
-		delay += w.mem.Int64N(j)
+	w.refreshIn(in, delay, int64(w.sc.DetectJitter))
+}
+
+func (w *world) refreshIn(in *instance, delay, jitter int64) {
+	if jitter > 0 {
+		delay += w.mem.Int64N(jitter)
 	}
 	w.q.push(&event{at: w.vt + delay, kind: evRefresh, inst: in, gen: in.gen})
 }
@@ -999,7 +1008,7 @@ func (w *world) fault(ev *Event) error {
 			in.group = 0
 		}
 		w.storeInst.group, w.joinGroup = 0, 0
-		w.notifyOthers(nil, detect)
+		w.notifyJitter(nil, int64(w.sc.Heal), int64(w.sc.HealJitter))
 	case EvCrash:
 		if in := w.byName[ev.Name]; in.up {
 			w.stop(in, detect, false)
