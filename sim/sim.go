@@ -457,10 +457,8 @@ func (w *world) notifyJitter(except *instance, delay, jitter int64) {
 	}
 }
 
-func (w *world) scheduleRefresh(in *instance, delay int64) {
-	w.refreshIn(in, delay, int64(w.sc.DetectJitter))
-}
-
+// refreshIn schedules a membership refresh on in after delay plus a
+// jitter in [0, jitter).
 func (w *world) refreshIn(in *instance, delay, jitter int64) {
 	if jitter > 0 {
 		delay += w.mem.Int64N(jitter)
