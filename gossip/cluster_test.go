@@ -116,11 +116,18 @@ func TestMetadataUpdatePropagates(t *testing.T) {
 // seeded with the first, and waits for them to converge.
 func startFaultCluster(t *testing.T, tb *faultnet.Table, names []string) []*testNode {
 	t.Helper()
+	return startFaultClusterProfile(t, tb, names, ProfileLocal)
+}
+
+// startFaultClusterProfile is startFaultCluster under the given profile.
+func startFaultClusterProfile(t *testing.T, tb *faultnet.Table, names []string, profile Profile) []*testNode {
+	t.Helper()
 	var nodes []*testNode
 	var seed string
 	for _, name := range names {
 		tr, addr := newFaultTransport(t, tb, name)
 		cfg := localConfig(name)
+		cfg.Profile = profile
 		cfg.Transport = tr
 		// memberlist keeps gossiping to a dead node for GossipToTheDeadTime
 		// (5 s in ProfileLocal) and so heals a short partition by itself.
@@ -155,6 +162,32 @@ func TestPartitionHealsWithoutJoin(t *testing.T) {
 	tb.Heal()
 	waitConverged(t, nodes, names, 15*time.Second)
 	t.Logf("after Heal, the rejoin loop merged the cluster in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestLANPartitionTiming measures the production profile's timing that
+// the simulator's "lan" profile models (sim.Profiles): a 2|1 partition is
+// noticed after seconds (memberlist's suspicion), and once healed the
+// rejoin loop merges the views within its period (DefaultRejoinIntervalLAN)
+// and a round of gossip. Each side reserves the other's share of every
+// limit until then, so the test fails if the merge takes more than two
+// periods and 2 s.
+func TestLANPartitionTiming(t *testing.T) {
+	tb := faultnet.New()
+	names := []string{"a", "b", "c"}
+	nodes := startFaultClusterProfile(t, tb, names, ProfileLAN)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+
+	start := time.Now()
+	tb.Cut([]string{"a", "b"}, []string{"c"})
+	waitFor(t, 30*time.Second, "each side to see only itself", func() bool {
+		return a.sees("a", "b") && b.sees("a", "b") && c.sees("c")
+	})
+	t.Logf("LAN: partition {a,b}|{c} noticed on both sides after %v", time.Since(start).Round(time.Millisecond))
+
+	start = time.Now()
+	tb.Heal()
+	waitConverged(t, nodes, names, 2*DefaultRejoinIntervalLAN+2*time.Second)
+	t.Logf("LAN: after Heal, the rejoin loop merged the cluster in %v", time.Since(start).Round(time.Millisecond))
 }
 
 // With the only seed gone, a partition heals through the remembered

@@ -178,8 +178,9 @@ type Config struct {
 	// node's lease policy), so a heal is worth noticing within seconds. An
 	// attempt lasts as long as its slowest dial, up to a TCP timeout (10 s
 	// under ProfileLAN) while packets to an address are dropped, and the
-	// next one starts after it; a dial in flight when such a partition
-	// heals gets through at its next SYN retransmission.
+	// next one starts after it (TCP resends an unanswered SYN within that
+	// timeout, so a dial in flight when such a partition heals can still
+	// get through).
 	RejoinInterval time.Duration
 
 	// RejoinForget is how long the address of a member that failed or left

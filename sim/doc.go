@@ -102,8 +102,8 @@
 //	                              local: detect 700ms jitter=300ms, heal the same,
 //	                              notify 200ms; lan, node.DefaultConfig's: detect
 //	                              5.5s jitter=1s, heal 100ms jitter=2s (the rejoin
-//	                              loop's period), notify 400ms, measured on
-//	                              memberlist clusters on 127.0.0.1)
+//	                              loop's period), notify 400ms; see Profiles for
+//	                              what memberlist clusters on 127.0.0.1 measure)
 //	detect DURATION [jitter=D]    failure detection delay, and heal delay (after
 //	                              profile, overrides both)
 //	notify DURATION               join/leave announcement delay
