@@ -146,22 +146,7 @@ func startFaultClusterProfile(t *testing.T, tb *faultnet.Table, names []string, 
 }
 
 func TestPartitionHealsWithoutJoin(t *testing.T) {
-	tb := faultnet.New()
-	names := []string{"a", "b", "c"}
-	nodes := startFaultCluster(t, tb, names)
-	a, b, c := nodes[0], nodes[1], nodes[2]
-
-	start := time.Now()
-	tb.Cut([]string{"a", "b"}, []string{"c"})
-	waitFor(t, 10*time.Second, "each side to see only itself", func() bool {
-		return a.sees("a", "b") && b.sees("a", "b") && c.sees("c")
-	})
-	t.Logf("partition {a,b}|{c} detected on both sides after %v", time.Since(start).Round(time.Millisecond))
-
-	start = time.Now()
-	tb.Heal()
-	waitConverged(t, nodes, names, 15*time.Second)
-	t.Logf("after Heal, the rejoin loop merged the cluster in %v", time.Since(start).Round(time.Millisecond))
+	partitionThenHeal(t, ProfileLocal, 10*time.Second, 15*time.Second)
 }
 
 // TestLANPartitionTiming measures the production profile's timing that
@@ -172,22 +157,29 @@ func TestPartitionHealsWithoutJoin(t *testing.T) {
 // limit until then, so the test fails if the merge takes more than two
 // periods and 2 s.
 func TestLANPartitionTiming(t *testing.T) {
+	partitionThenHeal(t, ProfileLAN, 30*time.Second, 2*DefaultRejoinIntervalLAN+2*time.Second)
+}
+
+// partitionThenHeal cuts a 3-node cluster under profile 2|1, waits up to
+// notice for each side to see only itself, heals it and waits up to merge
+// for every node to see every other, and logs how long each took.
+func partitionThenHeal(t *testing.T, profile Profile, notice, merge time.Duration) {
 	tb := faultnet.New()
 	names := []string{"a", "b", "c"}
-	nodes := startFaultClusterProfile(t, tb, names, ProfileLAN)
+	nodes := startFaultClusterProfile(t, tb, names, profile)
 	a, b, c := nodes[0], nodes[1], nodes[2]
 
 	start := time.Now()
 	tb.Cut([]string{"a", "b"}, []string{"c"})
-	waitFor(t, 30*time.Second, "each side to see only itself", func() bool {
+	waitFor(t, notice, "each side to see only itself", func() bool {
 		return a.sees("a", "b") && b.sees("a", "b") && c.sees("c")
 	})
-	t.Logf("LAN: partition {a,b}|{c} noticed on both sides after %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("%v: partition {a,b}|{c} noticed on both sides after %v", profile, time.Since(start).Round(time.Millisecond))
 
 	start = time.Now()
 	tb.Heal()
-	waitConverged(t, nodes, names, 2*DefaultRejoinIntervalLAN+2*time.Second)
-	t.Logf("LAN: after Heal, the rejoin loop merged the cluster in %v", time.Since(start).Round(time.Millisecond))
+	waitConverged(t, nodes, names, merge)
+	t.Logf("%v: after Heal, the rejoin loop merged the cluster in %v", profile, time.Since(start).Round(time.Millisecond))
 }
 
 // With the only seed gone, a partition heals through the remembered
