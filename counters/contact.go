@@ -170,8 +170,17 @@ func (o *Owner) Acknowledge(now time.Time, origin string, ack, view uint64, cove
 		raise(&c.coveredAck, ack)
 	}
 	if c.at >= 0 {
-		o.members.vers[c.at]++
-		o.members.records++
+		m := &o.members
+		m.vers[c.at]++
+		m.records++
+		if len(m.changes) >= 8*len(m.sorted)+64 {
+			// Kept sums that have not applied the older half weigh every
+			// slot again.
+			half := len(m.changes) / 2
+			m.changes = m.changes[:copy(m.changes, m.changes[half:])]
+			m.changesBase += uint64(half)
+		}
+		m.changes = append(m.changes, int32(c.at))
 	}
 }
 

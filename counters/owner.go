@@ -262,6 +262,7 @@ type Owner struct {
 	scratch grantScratch
 	quiet   quietCache
 	noQuiet bool // tests: every grant walks the members (see othersQuiet)
+	noKeep  bool // tests: every grant with kept slots walks them (see keepSums)
 	// decayDt and decayOf are decay's last argument and result.
 	decayDt int64
 	decayOf float64
@@ -298,6 +299,12 @@ type ownerMembers struct {
 	// records counts the changes of any member's contact record (vers
 	// added up, and records made): see quietCache.
 	records uint64
+	// changes lists the places of the members whose contact record
+	// changed, in order (one entry per change counted in vers), the first
+	// being change number changesBase: kept sums apply them (keepSums).
+	// It keeps the last few per member.
+	changes     []int32
+	changesBase uint64
 	// windows caches window() by its argument until the next SetMembers.
 	windows map[int64]*memberWindow
 }
@@ -311,6 +318,24 @@ type memberWindow struct {
 	pos   map[string]int
 	// counted keeps what mostCounted found of these members, settled.
 	counted countedCache
+	// place is, by place in ownerMembers.sorted, the member's position in
+	// names, -1 if it is not in the window (see placeOf).
+	place []int32
+}
+
+// placeOf returns the window's positions by place in the membership's
+// sorted members, of which there are n, made at its first call.
+func (w *memberWindow) placeOf(n int) []int32 {
+	if w.place == nil {
+		w.place = make([]int32, n)
+		for i := range w.place {
+			w.place[i] = -1
+		}
+		for i, at := range w.at {
+			w.place[at] = int32(i)
+		}
+	}
+	return w.place
 }
 
 // countedCache is the most members a member of a member window said it
@@ -483,6 +508,7 @@ type originState struct {
 	hasForeign  bool   // see foreignCap
 	self        bool   // the origin is this owner itself
 	moved       bool   // its traffic seems to have moved away (see moved)
+	vpos        int32  // its place in its window's view, if it has one (see aligned)
 	held        int64  // cap the origin reported holding
 	given       int64  // cap the owner last granted
 	givenSeq    uint64 // the number of the answer that carried it (Hello)

@@ -54,7 +54,7 @@ func (w *ownerWindow) aligned(mw *memberWindow, prev *ownerWindow) *windowView {
 	}
 	for _, s := range w.origins[v.nCur:] {
 		if i, ok := mw.pos[s.name]; ok {
-			v.cur[i] = s
+			v.cur[i], s.vpos = s, int32(i)
 			continue
 		}
 		v.outside = append(v.outside, s)
