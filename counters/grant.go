@@ -160,9 +160,10 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		// others need more than is free (see moved).
 		var gone int64
 		for _, i := range sc.movedAt {
-			gone += sc.left[i]
+			gone += sc.leftOf(i)
 		}
 		if sums.needs-gone > free {
+			sc.lay()
 			for _, i := range sc.movedAt {
 				sc.needs[i], sc.left[i] = 0, 0
 			}
@@ -205,7 +206,7 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 		}
 	} else {
 		unallocated := spare - spare*sums.needy/max(sums.needy, int64(gc.n))
-		fair := fairShare(free-unallocated, ri, gc.soon, float64(gc.left), &o.scratch)
+		fair := o.scratch.fairShare(free-unallocated, ri, gc.soon, float64(gc.left))
 		allowed := max(min(fair, free-sums.out), 0)
 		g += allowed
 		r.hadShare = r.hadShare || allowed > 0
@@ -237,10 +238,14 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 			spare += fair - allowed
 		case float64(gc.left) > gc.soon:
 			spare += max(fair-allowed, sums.excess)
+		case fair > allowed && sums.excess >= fair-allowed:
+			spare += fair - allowed
 		case fair > allowed: // else nothing is r's that others hold
+			o.scratch.lay()
 			spare += min(fair-allowed, max(sums.excess, overFair(free-unallocated, ri, &o.scratch)))
 		}
 	}
+	o.scratch.unkeep()
 	return g, spare + held
 }
 
@@ -344,6 +349,7 @@ type grantContext struct {
 	// the window began came back, 2 not (see Owner.sideBack).
 	sideBack int8
 	left     int64   // ns left in the window
+	period   int64   // the window's length, ns
 	soon     float64 // ns ahead the members' demand is projected first
 	interval float64 // ns between a member's reports
 }
@@ -424,6 +430,7 @@ func (o *Owner) grantContext(gc *grantContext, now int64, key Key, w, prev *owne
 	// more than the limit, and the parts would follow nothing but the
 	// number of members with demand.
 	gc.left = max(0, period-(now-key.WindowStart))
+	gc.period = period
 	gc.soon = float64(min(gc.left, NeedHorizon*int64(o.cfg.Interval)))
 	gc.interval = float64(o.cfg.Interval)
 }
@@ -510,9 +517,15 @@ type windowSlots struct {
 	parts             []slotPart
 	sum               partSum
 	soon, left, holds []int64
-	minFlip           int64  // the earliest flipAt of the slots summed
-	changes           uint64 // the contact changes applied (ownerMembers.changes)
-	served            int    // the grants served since the sums were weighed
+	// soonTree and leftTree order the members' needs for fairShare (see
+	// tree).
+	soonTree, leftTree needTree
+	treesOK            bool    // the trees hold the kept needs (buildTrees)
+	over               []int64 // buildTrees': the needs beyond the first
+	order              []int32 // and the trees' order
+	minFlip            int64   // the earliest flipAt of the slots summed
+	changes            uint64  // the contact changes applied (ownerMembers.changes)
+	served             int     // the grants served since the sums were weighed
 }
 
 // tallyTime is what a slot's part in a tally depends on besides the slot:
@@ -562,9 +575,9 @@ func (t *partSum) add(p *slotPart, sign int64) {
 	}
 }
 
-// part returns what slot s adds to a tally weighed at tt.
-func (tt *tallyTime) part(s *memberSlot) slotPart {
-	p := slotPart{unknown: s.unknown, settling: s.settling}
+// part sets p to what slot s adds to a tally weighed at tt.
+func (tt *tallyTime) part(s *memberSlot, p *slotPart) {
+	*p = slotPart{unknown: s.unknown, settling: s.settling}
 	e := s.cur + weighted(s.prev, tt.weight)
 	switch s.kind {
 	case slotFirm:
@@ -587,13 +600,13 @@ func (tt *tallyTime) part(s *memberSlot) slotPart {
 		p.soon, p.left = int64(math.Ceil(s.rate*tt.soon)), int64(math.Ceil(s.rate*float64(tt.left)))
 		p.moved = p.left > 0 && s.moved
 	}
-	return p
 }
 
 // timeOf returns gc's tally time, serving kept sums for a quarter of a
-// sync interval.
+// sync interval and a 64th of the window at most (keepSums).
 func timeOf(gc *grantContext) tallyTime {
-	return tallyTime{at: gc.now, until: gc.now + int64(gc.interval)/4, weight: gc.weight, left: gc.left, soon: gc.soon, interval: gc.interval}
+	d := min(int64(gc.interval)/4, gc.period/64)
+	return tallyTime{at: gc.now, until: gc.now + d, weight: gc.weight, left: gc.left, soon: gc.soon, interval: gc.interval}
 }
 
 // slotsKey is what a window's kept slots depend on besides the members'
@@ -675,12 +688,24 @@ func (o *Owner) refreshIn(w, prev *ownerWindow, name string) {
 // setPart weighs slot i's part in the kept sums again.
 func (sl *windowSlots) setPart(i int) {
 	s := &sl.slots[i]
-	p := sl.tt.part(s)
+	var p slotPart
+	sl.tt.part(s, &p)
 	sl.sum.add(&sl.parts[i], -1)
 	sl.sum.add(&p, 1)
 	sl.parts[i] = p
 	sl.soon[i], sl.left[i], sl.holds[i] = p.soon, p.left, p.hold
+	if sl.treesOK {
+		sl.tree(i, p.soon, p.left)
+	}
 	sl.minFlip = min(sl.minFlip, s.flipAt)
+}
+
+// tree sets place i's needs in the kept trees: its need over the next
+// soon ns in the first, and what it needs over the rest of the window
+// beyond that in the second, both while it has the first (fairShare).
+func (sl *windowSlots) tree(i int, soon, left int64) {
+	sl.soonTree.set(i, soon, soon > 0)
+	sl.leftTree.set(i, max(0, left-soon), soon > 0)
 }
 
 // keepSums brings the kept sums of a window's slots up to gc's time, for
@@ -722,6 +747,13 @@ func (o *Owner) keepSums(sl *windowSlots, w *ownerWindow, gc *grantContext) {
 	gc.left, gc.soon = sl.tt.left, sl.tt.soon
 }
 
+// treeMin is the fewest members a window with kept sums orders their
+// needs in trees for (fairShare): with fewer, water-filling over the
+// needs laid out by place costs less than keeping the trees (sim
+// BenchmarkScale at 100 instances, where a third of the members report a
+// key in an interval: the trees' upkeep took 2.3 s of the grants' 5.8 s).
+const treeMin = 128
+
 // keepMin is the fewest members a window keeps sums of their slots for
 // (keepSums): with fewer, walking them at every grant costs less
 // (BenchmarkOwnerReport: 340 ns a report with 10 origins walked, 500 ns
@@ -739,19 +771,33 @@ func (sl *windowSlots) sumAll(o *Owner, w *ownerWindow, gc *grantContext) {
 	}
 	sl.parts, sl.soon, sl.left, sl.holds = sl.parts[:n], sl.soon[:n], sl.left[:n], sl.holds[:n]
 	sl.sum, sl.minFlip = partSum{}, math.MaxInt64
+
 	vers, at := o.members.vers, gc.mw.at
 	for i := range sl.slots {
 		s := &sl.slots[i]
 		if vers[at[i]] != s.ver || gc.now >= s.flipAt {
 			o.slotOf(s, gc, i, w.view.cur[i], w.view.prv[i])
 		}
-		p := sl.tt.part(s)
-		sl.sum.add(&p, 1)
-		sl.parts[i] = p
+		p := &sl.parts[i]
+		sl.tt.part(s, p)
+		sl.sum.add(p, 1)
 		sl.soon[i], sl.left[i], sl.holds[i] = p.soon, p.left, p.hold
 		sl.minFlip = min(sl.minFlip, s.flipAt)
 	}
-	sl.summed = true
+	sl.summed, sl.treesOK = true, false // the time moved every need: the trees anew when asked
+}
+
+// buildTrees makes the kept trees anew from the kept needs, in one pass
+// each.
+func (sl *windowSlots) buildTrees() {
+	in := func(i int) bool { return sl.soon[i] > 0 }
+	sl.order = sl.soonTree.build(sl.soon, in, sl.order)
+	sl.over = sl.over[:0]
+	for i := range sl.soon {
+		sl.over = append(sl.over, max(0, sl.left[i]-sl.soon[i]))
+	}
+	sl.order = sl.leftTree.build(sl.over, in, sl.order)
+	sl.treesOK = true
 }
 
 // slotOf fills sl with the slot of member i of gc's member window, whose
@@ -978,6 +1024,7 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 	vers, at := o.members.vers, gc.mw.at
 	ri := len(gc.mw.names)
 	var taken memberSlot
+	var p slotPart
 	var side sideBound
 	var cut cutBound
 	for i, m := range gc.mw.names {
@@ -1021,7 +1068,7 @@ func (o *Owner) tally(sl *windowSlots, w, prev *ownerWindow, gc *grantContext, r
 		if gc.cutSide {
 			cut.add(s, true)
 		}
-		p := tt.part(s)
+		tt.part(s, &p)
 		t.firm += p.firm
 		t.silent += p.silent
 		t.silentExcess += p.silentExcess
@@ -1074,11 +1121,10 @@ func (o *Owner) tallyKept(sl *windowSlots, w *ownerWindow, gc *grantContext, r *
 	if needLeft > 0 {
 		t.needy++
 	}
-	sc.needs, sc.left, sc.holds = append(sc.needs[:0], sl.soon...), append(sc.left[:0], sl.left...), append(sc.holds[:0], sl.holds...)
-	if ri == n {
-		sc.needs, sc.left, sc.holds = append(sc.needs, 0), append(sc.left, 0), append(sc.holds, 0)
+	sc.kept, sc.ri, sc.rSoon, sc.rLeft, sc.inTrees = sl, ri, needSoon, needLeft, false
+	if ri == n || n < treeMin {
+		sc.lay() // r has no place in the trees, or the walks cost less
 	}
-	sc.needs[ri], sc.left[ri], sc.holds[ri] = needSoon, needLeft, 0
 	sc.movedAt = sc.movedAt[:0]
 	if sum.moved > 0 {
 		for i := range sl.parts {
@@ -1513,6 +1559,80 @@ type grantScratch struct {
 	// movedAt lists the places of the members whose traffic seems to have
 	// moved away (see moved), r's included.
 	movedAt []int
+	// kept is the window's kept slots when tally added them up from their
+	// kept sums (tallyKept): the needs and holds are theirs, by place, with
+	// r's (at ri: rSoon, rLeft, no hold) in their trees instead of its
+	// slot's, until lay lays them out here.
+	kept         *windowSlots
+	ri           int
+	rSoon, rLeft int64
+	inTrees      bool // r's needs are in the kept trees (fairShare)
+}
+
+// leftOf is the need over the rest of the window of the member at place
+// i.
+func (sc *grantScratch) leftOf(i int) int64 {
+	switch {
+	case sc.kept == nil:
+		return sc.left[i]
+	case i == sc.ri:
+		return sc.rLeft
+	}
+	return sc.kept.left[i]
+}
+
+// lay lays the kept needs and holds out in sc's slices, r's in its
+// place, and takes r's needs back out of the kept trees, for the walks
+// that need them by place (overFair, and a grant that takes moved
+// members' needs away). Nothing if they are laid out already.
+func (sc *grantScratch) lay() {
+	sl := sc.kept
+	if sl == nil {
+		return
+	}
+	sc.needs, sc.left, sc.holds = append(sc.needs[:0], sl.soon...), append(sc.left[:0], sl.left...), append(sc.holds[:0], sl.holds...)
+	if sc.ri == len(sl.soon) {
+		sc.needs, sc.left, sc.holds = append(sc.needs, 0), append(sc.left, 0), append(sc.holds, 0)
+	}
+	sc.needs[sc.ri], sc.left[sc.ri], sc.holds[sc.ri] = sc.rSoon, sc.rLeft, 0
+	sc.unkeep()
+}
+
+// unkeep takes r's needs back out of the kept trees (its slot's in their
+// place), at the end of a grant or when lay laid them out.
+func (sc *grantScratch) unkeep() {
+	sl := sc.kept
+	if sl == nil {
+		return
+	}
+	sc.kept = nil
+	if sc.inTrees {
+		sl.tree(sc.ri, sl.soon[sc.ri], sl.left[sc.ri])
+		sc.inTrees = false
+	}
+}
+
+// fairShare is fairShare over the kept trees while the needs are kept
+// there (lay not called), else over sc's slices.
+func (sc *grantScratch) fairShare(free int64, ri int, soon, left float64) int64 {
+	sl := sc.kept
+	if sl == nil {
+		return fairShare(free, ri, soon, left, sc)
+	}
+	if !sl.treesOK {
+		sl.buildTrees()
+	}
+	sl.tree(ri, sc.rSoon, sc.rLeft) // unkeep takes them back out
+	sc.inTrees = true
+	v, in := sl.soonTree.has(ri)
+	if free <= 0 || !in || v <= 0 {
+		return 0
+	}
+	sum := sl.soonTree.sumOf(sl.soonTree.root)
+	if sum >= free || left <= soon {
+		return sl.soonTree.waterFill(free, ri)
+	}
+	return v + sl.leftTree.waterFill(free-sum, ri)
 }
 
 // StoppedDemandFactor is how many times its measured demand a member

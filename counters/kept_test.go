@@ -15,9 +15,16 @@ import (
 // own time and must give the walk's answer exactly: what is tested is that
 // reports, acknowledgements, silences, membership changes and windows
 // that roll keep the sums up to date. The windows have more origins than
-// originsScan, so their slots are kept; fixed and sliding tiers both.
+// originsScan and keepMin, so their slots and sums are kept, and at odd
+// seeds more than treeMin, so their needs are in trees; fixed and
+// sliding tiers, and a window longer than NeedHorizon intervals, whose
+// parts are split twice (fairShare).
 func TestKeptSumsMatchTheWalk(t *testing.T) {
 	for seed := range uint64(12) {
+		members := 40 // kept sums, needs laid out by place
+		if seed%2 == 1 {
+			members = treeMin + 12 // and in trees
+		}
 		rng := rand.New(rand.NewPCG(seed, 11))
 		cfg := OwnerConfig{Lease: true, Self: "o", Contact: 600 * time.Millisecond, Interval: 200 * time.Millisecond}
 		if seed%3 == 2 {
@@ -28,8 +35,8 @@ func TestKeptSumsMatchTheWalk(t *testing.T) {
 		kept.SetMajority(true)
 		walk.SetMajority(true)
 		names := []string{"o"}
-		for i := range 39 {
-			names = append(names, fmt.Sprintf("m%02d", i))
+		for i := range members - 1 {
+			names = append(names, fmt.Sprintf("m%03d", i))
 		}
 		alive := append([]string(nil), names...)
 		both := func(f func(o *Owner)) { f(kept); f(walk) }
@@ -55,7 +62,7 @@ func TestKeptSumsMatchTheWalk(t *testing.T) {
 			order := rng.Perm(len(alive))
 			for _, j := range order {
 				m := alive[j]
-				if m != "m00" && rng.IntN(25) == 0 {
+				if m != "m000" && rng.IntN(25) == 0 {
 					silentUntil[m] = now + time.Duration(rng.IntN(3000))*time.Millisecond
 				}
 				if silentUntil[m] > now {
@@ -65,11 +72,13 @@ func TestKeptSumsMatchTheWalk(t *testing.T) {
 				for _, tier := range []struct {
 					tenant string
 					alg    Algorithm
-				}{{"fixed", Fixed}, {"sliding", Sliding}} {
+					period time.Duration
+					limit  int64
+				}{{"fixed", Fixed, 2 * time.Second, 400}, {"sliding", Sliding, 2 * time.Second, 400}, {"long", Fixed, time.Minute, 200_000}} {
 					if rng.IntN(5) == 0 {
 						continue // no traffic for this tenant at m this round
 					}
-					k := Key{Tenant: tier.tenant, Endpoint: "/p", Method: "GET", Period: 2 * time.Second}
+					k := Key{Tenant: tier.tenant, Endpoint: "/p", Method: "GET", Period: tier.period}
 					k.WindowStart = at(now).Truncate(k.Period).UnixNano()
 					ix := m + tier.tenant + time.Unix(0, k.WindowStart).String()
 					demand := int64(rng.IntN(6))
@@ -79,7 +88,7 @@ func TestKeptSumsMatchTheWalk(t *testing.T) {
 					} else {
 						own[ix] += min(demand, 1)
 					}
-					r := Report{Key: k, Threshold: 400, Algorithm: tier.alg, Own: own[ix], Demand: demand, Cap: h.Grant, HasGrant: h.HasGrant, Carry: h.Carry}
+					r := Report{Key: k, Threshold: tier.limit, Algorithm: tier.alg, Own: own[ix], Demand: demand, Cap: h.Grant, HasGrant: h.HasGrant, Carry: h.Carry}
 					var answers [2]Answer
 					for i, o := range []*Owner{kept, walk} {
 						rc := r
@@ -102,6 +111,9 @@ func TestKeptSumsMatchTheWalk(t *testing.T) {
 					o.Acknowledge(at(now), m, seqs[i], o.view, true)
 				}
 			}
+		}
+		if kept.scratch.kept != nil {
+			t.Fatalf("seed %d: a grant left r's needs in the kept trees", seed)
 		}
 		if served < 100 {
 			t.Fatalf("seed %d: only %d grants came with kept sums; the test does not reach them", seed, served)

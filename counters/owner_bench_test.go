@@ -39,3 +39,62 @@ func BenchmarkOwnerReport(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkOwnerReportBusy is BenchmarkOwnerReport as a busy window sees
+// it: the limit (ten per origin) below the origins' demand, each origin
+// reporting once per sync interval (200 ms) with its count grown to its
+// cap and acknowledging the answer before the next origin's report, the
+// time moving on by an interval over the origins' reports, and the
+// window rolling every 2 s: the owner re-weighs what depends on the
+// time, takes slots again at acknowledgements and splits a limit under
+// contention. Two windows' reports come before the timed ones.
+func BenchmarkOwnerReportBusy(b *testing.B) {
+	for _, n := range []int{10, 100, 500} {
+		b.Run("origins="+strconv.Itoa(n), func(b *testing.B) {
+			const interval = 200 * time.Millisecond
+			o := NewOwner(OwnerConfig{Lease: true, Self: "o", Contact: 3 * interval, Interval: interval, MaxWindows: 10})
+			names := make([]string, n)
+			for i := range names {
+				names[i] = "m" + strconv.Itoa(i)
+			}
+			o.SetMembers(base, names, nil)
+			type held struct {
+				start, own, cap int64
+				grant           bool
+			}
+			hs := make([]held, n)
+			step := interval / time.Duration(n)
+			now := base
+			i := 0
+			report := func() {
+				m := i % n
+				i++
+				now = now.Add(step)
+				k := ownerKey()
+				k.Period = 2 * time.Second
+				k.WindowStart = now.Truncate(k.Period).UnixNano()
+				h := &hs[m]
+				if h.start != k.WindowStart {
+					*h = held{start: k.WindowStart}
+				}
+				h.own = max(h.own, min(h.own+5, h.cap))
+				if !h.grant {
+					h.own++
+				}
+				seq := o.Hello(now, names[m])
+				a := o.Report(now, names[m], 1, &Report{Key: k, Threshold: int64(10 * n), Own: h.own, Demand: 5, Cap: h.cap, HasGrant: h.grant})
+				if a.HasGrant {
+					h.cap, h.grant = a.Grant, true
+				}
+				o.Acknowledge(now, names[m], seq, o.view, true)
+			}
+			for range 20 * n { // two windows first: every origin known, caps granted
+				report()
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				report()
+			}
+		})
+	}
+}

@@ -97,3 +97,49 @@ func TestWaterFillMatchesSortedWalk(t *testing.T) {
 		}
 	}
 }
+
+// TestNeedTreeMatchesWaterFill: a needTree built and changed one need at a
+// time (members gaining, losing and changing demand, some in the order
+// with no need, as in fairShare's second pass) gives every member the part
+// waterFill gives it over the same needs.
+func TestNeedTreeMatchesWaterFill(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var tree needTree
+	for c := range 300 {
+		n := 1 + rng.IntN(60)
+		span := []int64{3, 20, 1000, 1 << 40}[rng.IntN(4)]
+		needs, in := make([]int64, n), make([]bool, n)
+		tree.reset(n)
+		for step := range 40 {
+			i := rng.IntN(n)
+			switch rng.IntN(4) {
+			case 0:
+				needs[i], in[i] = 0, false
+			case 1:
+				needs[i], in[i] = 0, true // in the order without a need
+			default:
+				needs[i], in[i] = 1+rng.Int64N(span), true
+			}
+			tree.set(i, needs[i], in[i])
+			var order []int
+			for j := range needs {
+				if in[j] {
+					order = append(order, j)
+				}
+			}
+			if tree.count(tree.root) != int64(len(order)) {
+				t.Fatalf("case %d step %d: %d nodes, %d members in", c, step, tree.count(tree.root), len(order))
+			}
+			if len(order) == 0 {
+				continue
+			}
+			free := rng.Int64N(min(span, 1<<20) * int64(n+1))
+			for _, ri := range order {
+				got, want := tree.waterFill(free, ri), waterFill(free, needs, slices.Clone(order), ri)
+				if got != want {
+					t.Fatalf("case %d step %d: free %d needs %v (in %v): member %d gets %d from the tree, %d from waterFill", c, step, free, needs, in, ri, got, want)
+				}
+			}
+		}
+	}
+}
