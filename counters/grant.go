@@ -603,10 +603,15 @@ func (tt *tallyTime) part(s *memberSlot, p *slotPart) {
 }
 
 // timeOf returns gc's tally time, serving kept sums for a quarter of a
-// sync interval and a 64th of the window at most (keepSums).
+// sync interval and a 64th of the window at most (keepSums), and not
+// past the window's start if it is before it: the weight of the window
+// before is 0 until then, and near 1 from then on.
 func timeOf(gc *grantContext) tallyTime {
-	d := min(int64(gc.interval)/4, gc.period/64)
-	return tallyTime{at: gc.now, until: gc.now + d, weight: gc.weight, left: gc.left, soon: gc.soon, interval: gc.interval}
+	until := gc.now + min(int64(gc.interval)/4, gc.period/64)
+	if gc.now < gc.start {
+		until = min(until, gc.start)
+	}
+	return tallyTime{at: gc.now, until: until, weight: gc.weight, left: gc.left, soon: gc.soon, interval: gc.interval}
 }
 
 // slotsKey is what a window's kept slots depend on besides the members'

@@ -120,3 +120,83 @@ func TestKeptSumsMatchTheWalk(t *testing.T) {
 		}
 	}
 }
+
+// TestKeptSumsStayWithinThreshold: with kept sums weighed up to a quarter
+// interval before a grant (members reporting one after another as the
+// time moves, some a little before the window begins, as from a clock
+// ahead), the caps an owner hands out in a window never add up to more
+// than the limit, and a member with demand gets a share.
+func TestKeptSumsStayWithinThreshold(t *testing.T) {
+	const n, limit = 60, 600
+	for seed := range uint64(6) {
+		rng := rand.New(rand.NewPCG(seed, 13))
+		o := NewOwner(OwnerConfig{Lease: true, Self: "o", Contact: 600 * time.Millisecond, Interval: 200 * time.Millisecond})
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("m%02d", i)
+		}
+		o.SetMembers(base, names, nil)
+		type state struct {
+			start, own, cap int64
+			has, carry      bool
+			ack             uint64
+		}
+		states := make([]state, n)
+		demand := make([]int64, n)
+		for i := range demand {
+			demand[i] = int64(rng.IntN(12)) // some idle
+		}
+		granted := false
+		var maxSum int64
+		for step := range 40 * n {
+			i := step % n
+			now := time.Duration(step) * 200 * time.Millisecond / n
+			if rng.IntN(8) == 0 { // ahead of the owner's clock
+				now += time.Duration(rng.IntN(150)) * time.Millisecond
+			}
+			k := Key{Tenant: "t", Endpoint: "/p", Method: "GET", Period: 2 * time.Second}
+			k.WindowStart = at(now).Truncate(k.Period).UnixNano()
+			st := &states[i]
+			if st.start != k.WindowStart {
+				// A grant that carries holds in the new window; else the
+				// member asks first.
+				*st = state{start: k.WindowStart, ack: st.ack, cap: st.cap, has: st.has && st.carry}
+				if !st.has {
+					st.cap = 0
+				}
+			}
+			if st.has {
+				st.own = max(st.own, min(st.own+demand[i], st.cap))
+			}
+			seq := o.Hello(at(now), names[i])
+			a := o.Report(at(now), names[i], 1, &Report{Key: k, Threshold: limit, Own: st.own, Demand: demand[i], Cap: st.cap, HasGrant: st.has})
+			if rng.IntN(4) > 0 { // else its batch carried no acknowledgement
+				o.Acknowledge(at(now), names[i], st.ack, o.view, true)
+			}
+			st.ack = seq
+			if a.HasGrant {
+				st.cap, st.has, st.carry = a.Grant, true, a.Carry
+				granted = granted || (demand[i] > 0 && a.Grant > st.own)
+			}
+			// What every member may spend in the window: its cap or count
+			// there, or the cap it carries into it from the one before.
+			var sum int64
+			for j := range states {
+				switch x := &states[j]; {
+				case x.start == k.WindowStart:
+					sum += max(x.cap, x.own)
+				case x.start < k.WindowStart && x.has && x.carry:
+					sum += x.cap
+				}
+			}
+			maxSum = max(maxSum, sum)
+			if sum > limit {
+				t.Fatalf("seed %d step %d (%s at %v): the caps in the window add up to %d > %d", seed, step, names[i], now, sum, limit)
+			}
+		}
+		if !granted {
+			t.Fatalf("seed %d: no member with demand was granted a share", seed)
+		}
+		t.Logf("seed %d: at most %d of %d held", seed, maxSum, limit)
+	}
+}
