@@ -48,12 +48,7 @@ func TestKeptSumsMatchTheWalk(t *testing.T) {
 		for step := range 120 {
 			now := time.Duration(step) * 200 * time.Millisecond
 			if rng.IntN(30) == 0 { // the membership changes
-				alive = alive[:0]
-				for _, n := range names {
-					if n == "o" || rng.IntN(8) != 0 {
-						alive = append(alive, n)
-					}
-				}
+				alive = churn(rng, names, alive, 8)
 				both(func(o *Owner) { o.SetMembers(at(now), alive, nil) })
 			}
 			// The members report in a random order, each acknowledging
@@ -199,4 +194,16 @@ func TestKeptSumsStayWithinThreshold(t *testing.T) {
 		}
 		t.Logf("seed %d: at most %d of %d held", seed, maxSum, limit)
 	}
+}
+
+// churn returns a new membership into alive's storage: the owner "o" and
+// each other name but one in oneIn, at random.
+func churn(rng *rand.Rand, names, alive []string, oneIn int) []string {
+	alive = alive[:0]
+	for _, n := range names {
+		if n == "o" || rng.IntN(oneIn) != 0 {
+			alive = append(alive, n)
+		}
+	}
+	return alive
 }

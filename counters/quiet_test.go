@@ -35,12 +35,7 @@ func TestQuietGrantsMatchTheWalk(t *testing.T) {
 		for step := range 300 {
 			now := time.Duration(step) * 200 * time.Millisecond
 			if rng.IntN(40) == 0 { // the membership changes
-				alive = alive[:0]
-				for _, n := range names {
-					if n == "o" || rng.IntN(5) != 0 {
-						alive = append(alive, n)
-					}
-				}
+				alive = churn(rng, names, alive, 5)
 				both(func(o *Owner) { o.SetMembers(at(now), alive, nil) })
 			}
 			for _, m := range alive { // a sync round: every member not silent
