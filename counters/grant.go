@@ -717,14 +717,14 @@ func (sl *windowSlots) tree(i int, soon, left int64) {
 // a grant in window w that tally serves from them, and sets gc's time
 // left and near-term horizon to those they were weighed at. A grant
 // then adds up the members other than the one it is for in a few
-// operations, instead of walking them all: its work per key and sync
-// interval grows with the members, not with their square. The sums are
-// weighed again, every slot, at the first grant a quarter of a sync
-// interval after they were (and when a slot may fall out of contact by
-// the time alone, or the slots were taken again); in between, a slot's
-// part is weighed again when its member reports or its contact record
-// changes (setPart). The time they were weighed at is at most a quarter
-// of an interval earlier than the grant's: on a sliding tier the
+// operations, instead of walking them all. The sums are weighed again,
+// every slot, once they have served as many grants as an eighth of the
+// members, or a quarter of a sync interval or a 64th of the window has
+// passed since they were (see timeOf), and when a slot may fall out of
+// contact by the time alone, or the slots were taken again; in between,
+// a slot's part is weighed again when its member reports or its contact
+// record changes (setPart). The time they were weighed at is at most a
+// quarter of an interval earlier than the grant's: on a sliding tier the
 // members' estimates weigh the window before a little more than they do
 // now, which reserves for them a little more, never less, and the needs
 // are projected over a little more of the window than is left, alike for
