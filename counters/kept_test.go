@@ -47,10 +47,7 @@ func TestKeptSumsMatchTheWalk(t *testing.T) {
 		served := 0
 		for step := range 120 {
 			now := time.Duration(step) * 200 * time.Millisecond
-			if rng.IntN(30) == 0 { // the membership changes
-				alive = churn(rng, names, alive, 8)
-				both(func(o *Owner) { o.SetMembers(at(now), alive, nil) })
-			}
+			alive = churn(rng, 30, 8, names, alive, at(now), kept, walk)
 			// The members report in a random order, each acknowledging
 			// (or not) right after its reports, so that the others'
 			// grants in the round see its record change.
@@ -196,14 +193,21 @@ func TestKeptSumsStayWithinThreshold(t *testing.T) {
 	}
 }
 
-// churn returns a new membership into alive's storage: the owner "o" and
-// each other name but one in oneIn, at random.
-func churn(rng *rand.Rand, names, alive []string, oneIn int) []string {
+// churn changes the membership one time in every, at random, and returns
+// it: the owner "o" and each other name but one in dropOneIn, set on the
+// owners at now (in alive's storage). Else it returns alive as it is.
+func churn(rng *rand.Rand, every, dropOneIn int, names, alive []string, now time.Time, owners ...*Owner) []string {
+	if rng.IntN(every) != 0 {
+		return alive
+	}
 	alive = alive[:0]
 	for _, n := range names {
-		if n == "o" || rng.IntN(oneIn) != 0 {
+		if n == "o" || rng.IntN(dropOneIn) != 0 {
 			alive = append(alive, n)
 		}
+	}
+	for _, o := range owners {
+		o.SetMembers(now, alive, nil)
 	}
 	return alive
 }

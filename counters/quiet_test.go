@@ -34,10 +34,7 @@ func TestQuietGrantsMatchTheWalk(t *testing.T) {
 		quiet := 0
 		for step := range 300 {
 			now := time.Duration(step) * 200 * time.Millisecond
-			if rng.IntN(40) == 0 { // the membership changes
-				alive = churn(rng, names, alive, 5)
-				both(func(o *Owner) { o.SetMembers(at(now), alive, nil) })
-			}
+			alive = churn(rng, 40, 5, names, alive, at(now), fast, walk)
 			for _, m := range alive { // a sync round: every member not silent
 				if m != "a" && rng.IntN(20) == 0 {
 					silentUntil[m] = now + time.Duration(rng.IntN(4000))*time.Millisecond
