@@ -102,10 +102,13 @@
 //	                              local: detect 700ms jitter=300ms, heal the same,
 //	                              notify 200ms; lan, node.DefaultConfig's: detect
 //	                              5.5s jitter=1s, heal 100ms jitter=2s (the rejoin
-//	                              loop's period), notify 400ms; see Profiles for
-//	                              what memberlist clusters on 127.0.0.1 measure)
+//	                              loop's period), notify 400ms, and from four
+//	                              members on a side of one, two or three sees a
+//	                              cut after 10, 6.5 or 4.2 s per member it lost;
+//	                              see Profiles for what memberlist clusters on
+//	                              127.0.0.1 measure)
 //	detect DURATION [jitter=D]    failure detection delay, and heal delay (after
-//	                              profile, overrides both)
+//	                              profile, overrides both, and the small sides')
 //	notify DURATION               join/leave announcement delay
 //	pending DURATION              how long a pending lease decision waits for the
 //	                              owner's answers (node.Config.PendingWait; default

@@ -247,13 +247,17 @@ func TestExploreDeterministic(t *testing.T) {
 
 // exploreRatchet is, for the CI's run (500 scenarios from seed 1), the
 // number of lease's windows over all classes that may miss each design
-// target: what was measured plus 2% for noise, since an owner that takes
+// target: what was measured plus 2% for noise, since the lan profile
+// models a small side of a cut noticing it late, as memberlist does
+// (Profile.Side, 2026-11-29): 421 windows over, 8,765 under and 12,314
+// wrongly denied of 80,298 (422, 8,562 and 12,161 before, against
+// limits of 434, 8,668 and 12,464). Before that, since an owner that takes
 // a window over from a member found stopped reserves nothing for it when
 // no total of its says it had counts (counters.priorQuiet, 2026-11-29):
 // 425 windows over, 8,498 under and 12,220 wrongly denied of 80,298.
 // Since then a sliding tier's lowered cap rides when it is below the
 // count plus the weighted window before (node.apply, 2026-11-29): 427,
-// 8,551 and 12,332, within these limits, which stay as they were; and
+// 8,551 and 12,332, within the limits of then, which stayed; and
 // since the lan profile notices a heal within gossip's 2 s rejoin period
 // (Profile.Heal, 2026-11-29): 422, 8,565 and 12,167. Before
 // priorQuiet, since owners ask members whose traffic moved away for a
@@ -278,7 +282,7 @@ func TestExploreDeterministic(t *testing.T) {
 // every change before. A change that misses more fails TestExploreMany;
 // one that misses fewer should lower these.
 var exploreRatchet = map[int][numTargets]int{
-	500: {TargetOvershoot: 434, TargetUndershootSafe: 8668, TargetWronglyDenied: 12464},
+	500: {TargetOvershoot: 430, TargetUndershootSafe: 8940, TargetWronglyDenied: 12560},
 }
 
 // TestExploreMany runs the explorer over -explore scenarios (none by

@@ -48,6 +48,10 @@ func (q *queue) push(e *event) {
 
 func (q *queue) pop() *event { return heap.Pop(&q.h).(*event) }
 
+// peek returns the next event without taking it; the queue must not be
+// empty.
+func (q *queue) peek() *event { return q.h[0] }
+
 func (q *queue) len() int { return len(q.h) }
 
 type eventHeap []*event

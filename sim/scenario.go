@@ -48,6 +48,15 @@ type Scenario struct {
 	// and 300 ms; lan: see Profiles).
 	Detect       time.Duration
 	DetectJitter time.Duration
+	// DetectSide is, from four members on, how long a member left with
+	// one, two or three members on its side of a partition or cut (index
+	// 0, 1, 2) takes to see it, per member it lost: memberlist starts a
+	// suspicion at six times its floor and shortens it as members on the
+	// same side confirm it. Until then (if later than Detect) its view
+	// keeps the members it lost, and then drops them all at once (the
+	// measurements behind it give only when the last went). Default: the
+	// profile's (lan only); a detect line clears it.
+	DetectSide []time.Duration
 	// Heal and HealJitter are the same for a heal, which the members see
 	// when gossip's rejoin loop merges the two views. Default: the
 	// profile's; a detect line sets them too.
@@ -186,6 +195,8 @@ type Profile struct {
 	// gossip.DefaultRejoinIntervalLAN under lan). Notify: when they see a
 	// join, restart or graceful leave.
 	Detect, DetectJitter, Heal, HealJitter, Notify time.Duration
+	// Side: see Scenario.DetectSide.
+	Side []time.Duration
 }
 
 // Profiles are the gossip profiles the simulator models, from real
@@ -195,10 +206,18 @@ type Profile struct {
 // noticing the partition after 7.8 s, later than lan's Detect plus its
 // jitter, and the views merged 2.0-2.2 s after the heal, the end of lan's
 // Heal range (its rejoin ticks fell just after the heal there; a heal at
-// another moment waits less).
+// another moment waits less). From four members on, a small side of a
+// cut notices it late (Scenario.DetectSide), and the later the more
+// members it lost: on cuts of 4 to 8 members (one run each, README's
+// Simulation section), a member alone took 32.8, 42.8, over 60 and
+// 68.6 s to drop 3, 4, 5 and 7 members, a side of two 17.2, 17.2 and
+// 39.2 s for 3, 4 and 6, a side of three 9.8 and 21.0 s for 2 and 5,
+// while the large side took 5.8-7.8 s, lan's Detect. Side models that as
+// 10, 6.5 and 4.2 s per member lost.
 var Profiles = map[string]Profile{
 	"local": {Detect: 700 * time.Millisecond, DetectJitter: 300 * time.Millisecond, Heal: 700 * time.Millisecond, HealJitter: 300 * time.Millisecond, Notify: 200 * time.Millisecond},
-	"lan":   {Detect: 5500 * time.Millisecond, DetectJitter: time.Second, Heal: 100 * time.Millisecond, HealJitter: 2 * time.Second, Notify: 400 * time.Millisecond},
+	"lan": {Detect: 5500 * time.Millisecond, DetectJitter: time.Second, Heal: 100 * time.Millisecond, HealJitter: 2 * time.Second, Notify: 400 * time.Millisecond,
+		Side: []time.Duration{10 * time.Second, 6500 * time.Millisecond, 4200 * time.Millisecond}},
 }
 
 // Event is one fault in the timeline. A plain value.
@@ -322,7 +341,7 @@ func (p *parser) directive(f []string) error {
 		if err != nil || d < 0 {
 			return fmt.Errorf("want a duration >= 0")
 		}
-		sc.Detect, sc.Heal = d, d
+		sc.Detect, sc.Heal, sc.DetectSide = d, d, nil
 		for _, kv := range args[1:] {
 			k, v, _ := strings.Cut(kv, "=")
 			j, err := time.ParseDuration(v)
@@ -339,6 +358,7 @@ func (p *parser) directive(f []string) error {
 			return fmt.Errorf("want local or lan")
 		}
 		sc.Profile, sc.Detect, sc.DetectJitter, sc.Notify = args[0], pr.Detect, pr.DetectJitter, pr.Notify
+		sc.DetectSide = pr.Side
 		sc.Heal, sc.HealJitter = pr.Heal, pr.HealJitter
 	case "pending":
 		return setDur(&sc.PendingWait, args, false)

@@ -94,15 +94,9 @@ func (s Stats) DecisionsPerSecond() float64 {
 	return float64(s.Decisions) / s.Wall.Seconds()
 }
 
-// Run simulates sc under one policy with the given seed and returns the
-// measured result. Runs are deterministic: the same scenario, policy and
-// seed give the same result. Run is safe to call from several goroutines on
-// the same Scenario; each run is single-threaded.
-func Run(sc *Scenario, p Policy, seed uint64) (*Result, error) {
-	if _, err := ParsePolicy(string(p)); err != nil {
-		return nil, err
-	}
-	start := time.Now()
+// newWorld builds the world of a run of sc under p with seed, set up and
+// ready to run from virtual time 0.
+func newWorld(sc *Scenario, p Policy, seed uint64) (*world, error) {
 	w := &world{
 		sc:     sc,
 		policy: p,
@@ -118,16 +112,39 @@ func Run(sc *Scenario, p Policy, seed uint64) (*Result, error) {
 	if err := w.setup(seed); err != nil {
 		return nil, err
 	}
-	for w.q.len() > 0 {
+	return w, nil
+}
+
+// runUntil dispatches the events before virtual time until (at most the
+// run's end), leaving the later ones queued as they were.
+func (w *world) runUntil(until int64) error {
+	until = min(until, w.end)
+	for w.q.len() > 0 && w.q.peek().at < until {
 		e := w.q.pop()
-		if e.at >= w.end {
-			break
-		}
 		w.vt = e.at
 		w.stats.Events++
 		if err := w.dispatch(e); err != nil {
-			return nil, err
+			return err
 		}
+	}
+	return nil
+}
+
+// Run simulates sc under one policy with the given seed and returns the
+// measured result. Runs are deterministic: the same scenario, policy and
+// seed give the same result. Run is safe to call from several goroutines on
+// the same Scenario; each run is single-threaded.
+func Run(sc *Scenario, p Policy, seed uint64) (*Result, error) {
+	if _, err := ParsePolicy(string(p)); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	w, err := newWorld(sc, p, seed)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.runUntil(w.end); err != nil {
+		return nil, err
 	}
 	// Requests still waiting when the run ends are decided then.
 	w.vt = w.end - 1
@@ -184,6 +201,9 @@ type instance struct {
 	inc     uint64 // incarnation of the running engine
 	offset  int64  // clock skew, ns
 	group   int    // partition side; 0 when healed
+	// staleUntil: until then its view keeps the running members it was
+	// cut off from (Scenario.DetectSide).
+	staleUntil int64
 	// hostDown: it crashed with its host (Event.Host), so calls to it go
 	// unanswered; a member down otherwise refuses them (errRefused).
 	hostDown bool
@@ -458,24 +478,27 @@ func (w *world) notifyJitter(except *instance, delay, jitter int64) {
 }
 
 // refreshIn schedules a membership refresh on in after delay plus a
-// jitter in [0, jitter).
-func (w *world) refreshIn(in *instance, delay, jitter int64) {
+// jitter in [0, jitter), and returns when.
+func (w *world) refreshIn(in *instance, delay, jitter int64) int64 {
 	if jitter > 0 {
 		delay += w.mem.Int64N(jitter)
 	}
-	w.q.push(&event{at: w.vt + delay, kind: evRefresh, inst: in, gen: in.gen})
+	at := w.vt + delay
+	w.q.push(&event{at: at, kind: evRefresh, inst: in, gen: in.gen})
+	return at
 }
 
 // refresh feeds an instance's engine the members it can see now, the way
 // gossip's callback does in production: the running members on its side of
-// any partition.
+// any partition, and until its staleUntil those it was cut off from.
 func (w *world) refresh(in *instance) {
 	if in.eng == nil {
 		return
 	}
 	var view []string
+	stale := w.vt < in.staleUntil
 	for _, o := range w.insts {
-		if o.up && o.group == in.group && !w.drop[[2]string{o.name, in.name}] && !w.drop[[2]string{in.name, o.name}] {
+		if o.up && (w.sees(in, o) || stale && slices.Contains(in.view, o.name)) {
 			view = append(view, o.name)
 		}
 	}
@@ -485,6 +508,46 @@ func (w *world) refresh(in *instance) {
 	}
 	in.view = view
 	in.eng.SetMembers(in.now(), view)
+}
+
+// sees reports whether in and o can reach each other: on the same side
+// of any partition, and no cut between them either way.
+func (w *world) sees(in, o *instance) bool {
+	return o.group == in.group && !w.drop[[2]string{o.name, in.name}] && !w.drop[[2]string{in.name, o.name}]
+}
+
+// notifyCut schedules the members' refreshes after a partition or cut: a
+// member left with few others on its side (Scenario.DetectSide) sees it
+// later than Detect, and keeps the members it lost in its view until then.
+func (w *world) notifyCut(detect int64) {
+	up := 0
+	for _, in := range w.insts {
+		if in.up {
+			up++
+		}
+	}
+	for _, in := range w.insts {
+		if !in.up {
+			continue
+		}
+		delay := detect
+		if up >= 4 {
+			side := 0
+			for _, o := range w.insts {
+				if o.up && w.sees(in, o) {
+					side++
+				}
+			}
+			if side < up && side <= len(w.sc.DetectSide) {
+				delay = max(delay, int64(w.sc.DetectSide[side-1])*int64(up-side))
+			}
+		}
+		jitter := int64(w.sc.DetectJitter)
+		in.staleUntil = 0
+		if at := w.refreshIn(in, delay, jitter); at > w.vt+int64(w.sc.Detect)+jitter {
+			in.staleUntil = at
+		}
+	}
 }
 
 func (w *world) dispatch(e *event) error {
@@ -992,18 +1055,18 @@ func (w *world) fault(ev *Event) error {
 			}
 		}
 		w.joinGroup = w.storeInst.group
-		w.notifyOthers(nil, detect)
+		w.notifyCut(detect)
 	case EvCut:
 		for _, from := range ev.Groups[0] {
 			for _, to := range ev.Groups[1] {
 				w.drop[[2]string{from, to}] = true
 			}
 		}
-		w.notifyOthers(nil, detect)
+		w.notifyCut(detect)
 	case EvHeal:
 		clear(w.drop)
 		for _, in := range w.insts {
-			in.group = 0
+			in.group, in.staleUntil = 0, 0
 		}
 		w.storeInst.group, w.joinGroup = 0, 0
 		w.notifyJitter(nil, int64(w.sc.Heal), int64(w.sc.HealJitter))
