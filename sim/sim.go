@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -167,7 +168,8 @@ type world struct {
 	policy Policy
 	sync   int64
 	end    int64
-	vt     int64 // virtual time, ns since the start
+	vt     int64     // virtual time, ns since the start
+	woken  []*parked // retryParked's scratch
 	q      queue
 	net    *rand.Rand // latency, loss, duplication
 	mem    *rand.Rand // clock skew, tick phases, detection jitter
@@ -217,7 +219,12 @@ type instance struct {
 	// Requests waiting for the owner's answers (pending lease decisions),
 	// in arrival order; kick asks for a round as soon as the open one
 	// ends, and lastKick rate-limits kicks as the node does.
-	parked   []*parked
+	parked []*parked
+	// waiters indexes the parked requests by the owner whose call's end
+	// wakes them (anyCall: every call's), as node.Node.callWaiters does;
+	// an entry whose request was decided again since is stale (ver).
+	waiters  map[string][]waiter
+	seq      uint64 // parked requests so far, their arrival order
 	kick     bool
 	lastKick int64
 	kickAt   int64 // when a deferred kick is due (0: none)
@@ -240,6 +247,32 @@ type parked struct {
 	// decided again when a call to one of them ends (see retryParked).
 	owners []string
 	every  bool
+	seq    uint64 // arrival order among the instance's parked requests
+	ver    uint32 // bumped when it is decided again: its old waiters are stale
+}
+
+// waiter is a parked request in instance.waiters, current while the
+// request's ver is still ver.
+type waiter struct {
+	p   *parked
+	ver uint32
+}
+
+// anyCall keys in instance.waiters the requests woken at any call's end.
+const anyCall = ""
+
+// wait indexes p under the owners whose calls' ends wake it.
+func (in *instance) wait(p *parked) {
+	if in.waiters == nil {
+		in.waiters = make(map[string][]waiter)
+	}
+	if p.every {
+		in.waiters[anyCall] = append(in.waiters[anyCall], waiter{p, p.ver})
+		return
+	}
+	for _, o := range p.owners {
+		in.waiters[o] = append(in.waiters[o], waiter{p, p.ver})
+	}
 }
 
 // serving reports whether the load balancer sends the instance requests:
@@ -449,7 +482,7 @@ func (w *world) stop(in *instance, delay int64, graceful bool) {
 	in.leaving = 0
 	in.gen++
 	in.eng, in.tab, in.round, in.view = nil, nil, nil, nil
-	in.parked, in.kick = nil, false
+	in.parked, in.kick, in.waiters = nil, false, nil
 	w.notifyOthers(in, delay)
 }
 
@@ -627,7 +660,9 @@ func (w *world) request(st *stream, in *instance, retried bool) {
 		// next one).
 		p := &parked{inst: in, gen: in.gen, stream: st, series: s, arrived: w.vt, deadline: w.vt + int64(w.sc.PendingWait), retried: retried}
 		p.owners, p.every = in.eng.WakeOn(s.limits, nil)
+		p.seq, in.seq = in.seq, in.seq+1
 		in.parked = append(in.parked, p)
+		in.wait(p)
 		w.stats.Pending++
 		w.q.push(&event{at: p.deadline, kind: evPendingDeadline, park: p})
 		w.kickSync(in)
@@ -763,40 +798,70 @@ func (w *world) kickSync(in *instance) {
 
 // retryParked decides the waiting requests again, as the node wakes them
 // (Node.waitPending): when a call to owner ends, those waiting for an
-// answer of owner or for any call's end (node.Engine.WakeOn), and at a
-// round's end (owner ""), all. Those still pending ask for another round.
+// answer of owner or for any call's end (node.Engine.WakeOn), found
+// through instance.waiters, and at a round's end (owner ""), all. Either
+// way in arrival order. Those still pending ask for another round.
 func (w *world) retryParked(in *instance, owner string) {
 	if len(in.parked) == 0 {
 		return
 	}
-	still, asked := in.parked[:0], false
-	for _, p := range in.parked {
-		if p.done {
-			continue
+	if owner == "" {
+		clear(in.waiters) // all are decided again below
+		still, asked := in.parked[:0], false
+		for _, p := range in.parked {
+			if !p.done && w.retry1(in, p) {
+				still = append(still, p)
+				asked = true
+			}
 		}
-		if owner != "" && !p.every && !slices.Contains(p.owners, owner) {
-			still = append(still, p) // nothing it waits for came
-			continue
+		for i := len(still); i < len(in.parked); i++ {
+			in.parked[i] = nil
 		}
-		d, err := in.eng.TakeAgain(in.now(), p.series.limits, 1)
-		if err == nil && d.Pending {
-			p.owners, p.every = in.eng.WakeOn(p.series.limits, p.owners[:0])
-			still = append(still, p)
-			asked = true
-			continue
+		in.parked = still
+		if asked {
+			w.kickSync(in)
 		}
-		if err != nil {
-			d = counters.Decision{Tier: -1}
-		}
-		w.settle(p, d)
+		return
 	}
-	for i := len(still); i < len(in.parked); i++ {
-		in.parked[i] = nil
+	woken := w.woken[:0]
+	for _, o := range [2]string{owner, anyCall} {
+		for _, wt := range in.waiters[o] {
+			if !wt.p.done && wt.p.ver == wt.ver {
+				woken = append(woken, wt.p)
+			}
+		}
+		delete(in.waiters, o)
 	}
-	in.parked = still
+	slices.SortFunc(woken, func(a, b *parked) int { return cmp.Compare(a.seq, b.seq) })
+	asked := false
+	for i, p := range woken {
+		if i > 0 && woken[i-1] == p {
+			continue // waiting for two of its owners
+		}
+		asked = w.retry1(in, p) || asked
+	}
+	clear(woken)
+	w.woken = woken[:0]
 	if asked {
 		w.kickSync(in)
 	}
+}
+
+// retry1 decides the parked request p again and reports whether it is
+// still pending, waiting again (indexed anew in instance.waiters).
+func (w *world) retry1(in *instance, p *parked) bool {
+	d, err := in.eng.TakeAgain(in.now(), p.series.limits, 1)
+	if err == nil && d.Pending {
+		p.owners, p.every = in.eng.WakeOn(p.series.limits, p.owners[:0])
+		p.ver++
+		in.wait(p)
+		return true
+	}
+	if err != nil {
+		d = counters.Decision{Tier: -1}
+	}
+	w.settle(p, d)
+	return false
 }
 
 // pendingDeadline ends a request's wait: decided once more, and denied if
