@@ -62,9 +62,11 @@ traffic tenants=t[1-200] sla=api rate=2x spread=even
 				sc := *base
 				sc.Duration = time.Duration(b.N) * 10 * time.Millisecond
 				b.ResetTimer()
-				if _, err := Run(&sc, p, 1); err != nil {
+				res, err := Run(&sc, p, 1)
+				if err != nil {
 					b.Fatal(err)
 				}
+				b.ReportMetric(float64(res.SyncMessages)/float64(b.N), "msgs/op")
 			})
 		}
 	}

@@ -55,14 +55,7 @@ func TestSmallSideSeesTheCutLate(t *testing.T) {
 				}
 				return bigViews, smallViews
 			}
-			all := func(v []int, n int) bool {
-				for _, x := range v {
-					if x != n {
-						return false
-					}
-				}
-				return true
-			}
+			all := func(v []int, n int) bool { return !slices.ContainsFunc(v, func(x int) bool { return x != n }) }
 			big, sm := views(cut + 6500*time.Millisecond)
 			if !all(big, c.instances-nSmall) {
 				t.Errorf("6.5 s after the cut, the large side's views hold %v members, want %d", big, c.instances-nSmall)

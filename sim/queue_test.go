@@ -7,6 +7,26 @@ import (
 	"testing"
 )
 
+// TestQueueOrder pops events pushed out of order, some at equal times: by
+// time, then in the order they were pushed.
+func TestQueueOrder(t *testing.T) {
+	var q queue
+	for i, at := range []int64{5, 1, 5, 3, 1, 5} {
+		q.push(&event{at: at, gen: uint64(i)})
+	}
+	var got [][2]int64
+	for q.len() > 0 {
+		e := q.pop()
+		got = append(got, [2]int64{e.at, int64(e.gen)})
+	}
+	want := [][2]int64{{1, 1}, {1, 4}, {3, 3}, {5, 0}, {5, 2}, {5, 5}}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("order %v, want %v (by time, then scheduling order)", got, want)
+		}
+	}
+}
+
 // byTimeSeq orders events as the queue pops them.
 func byTimeSeq(a, b *event) int {
 	return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.seq, b.seq))

@@ -559,28 +559,35 @@ func (w *world) notifyCut(detect int64) {
 			up++
 		}
 	}
+	jitter := int64(w.sc.DetectJitter)
 	for _, in := range w.insts {
 		if !in.up {
 			continue
 		}
-		delay := detect
-		if up >= 4 {
-			side := 0
-			for _, o := range w.insts {
-				if o.up && w.sees(in, o) {
-					side++
-				}
-			}
-			if side < up && side <= len(w.sc.DetectSide) {
-				delay = max(delay, int64(w.sc.DetectSide[side-1])*int64(up-side))
-			}
-		}
-		jitter := int64(w.sc.DetectJitter)
 		in.staleUntil = 0
-		if at := w.refreshIn(in, delay, jitter); at > w.vt+int64(w.sc.Detect)+jitter {
+		if at := w.refreshIn(in, w.cutDelay(in, up, detect), jitter); at > w.vt+int64(w.sc.Detect)+jitter {
 			in.staleUntil = at
 		}
 	}
+}
+
+// cutDelay is how long in, one of up running members, takes to see a cut:
+// detect, or from four members on, if one to len(DetectSide) members
+// (itself included) are left on its side, DetectSide's per member lost.
+func (w *world) cutDelay(in *instance, up int, detect int64) int64 {
+	if up < 4 {
+		return detect
+	}
+	side := 0
+	for _, o := range w.insts {
+		if o.up && w.sees(in, o) {
+			side++
+		}
+	}
+	if side == up || side > len(w.sc.DetectSide) {
+		return detect
+	}
+	return max(detect, int64(w.sc.DetectSide[side-1])*int64(up-side))
 }
 
 func (w *world) dispatch(e *event) error {
