@@ -428,9 +428,6 @@ type ownerWindow struct {
 	start     int64 // the window's start (Unix ns)
 	threshold int64
 	alg       Algorithm
-	expires   int64
-	created   int64        // when this owner first heard of the window (Unix ns)
-	mine      *originState // this owner's own state in the window (nil until it merges there)
 	// inherited says a membership change came during the window (or within
 	// Settle before it) and before this owner first heard of it, or that it
 	// first heard of it in a stray report: another owner may have granted
@@ -443,6 +440,9 @@ type ownerWindow struct {
 	// other owner can have granted caps in the window then, whatever the
 	// membership change that made it inherited.
 	ownedThroughout bool
+	expires         int64
+	created         int64          // when this owner first heard of the window (Unix ns)
+	mine            *originState   // this owner's own state in the window (nil until it merges there)
 	origins         []*originState // one per instance that reported
 	// slab holds the origins' states, allocated a few at a time so that a
 	// window's lie together in memory (a grant reads every one of them);
@@ -468,14 +468,6 @@ type ownerWindow struct {
 	// prevRunKnown says an origin brought a total that an earlier run of
 	// this member answered as the window's owner (see PreviousRun).
 	prevRunKnown bool
-	// ghost is what earlier runs of the origins may have admitted after
-	// their last reports (unreported): not counted, reserved.
-	ghost int64
-	// nForeign is how many origins reported holding a cap another owner
-	// granted in the window (hasForeign), and foreignCaps the sum of the
-	// smallest such caps (foreignCap).
-	nForeign    int
-	foreignCaps int64
 	// otherSide says an origin reported holding another owner's cap in the
 	// window although it had been out of contact with this owner since
 	// before the window began: another side of a partition had an owner of
@@ -484,8 +476,17 @@ type ownerWindow struct {
 	// cutSide says an origin that was in contact with this owner when the
 	// window began reported holding another owner's cap in it: it went
 	// over to another owner during the window (a partition, or the ring
-	// moved the series), see grantContext.cutSide.
+	// moved the series), see grantContext.cutSide. (The flags lie together
+	// so that they share a word.)
 	cutSide bool
+	// ghost is what earlier runs of the origins may have admitted after
+	// their last reports (unreported): not counted, reserved.
+	ghost int64
+	// nForeign is how many origins reported holding a cap another owner
+	// granted in the window (hasForeign), and foreignCaps the sum of the
+	// smallest such caps (foreignCap).
+	nForeign    int
+	foreignCaps int64
 }
 
 // originState is one origin's state in a window. Its fields are ordered
@@ -534,6 +535,12 @@ type originState struct {
 	snapHead int64
 	snapInc  uint64
 	snapFrom string
+	// told is the most this owner's run told the origin's run of the
+	// others' counts in the window (a total it answered less the
+	// origin's part of it), as the origin reported it back; snapTold is
+	// what it was when a snapshot from another owner was taken, if this
+	// owner had told the origin something before (see hidden).
+	told, snapTold int64
 	// snapRun is the origin's incarnation when it reported that knowledge:
 	// its KnownAcked counts that run's admissions only.
 	snapRun uint64
@@ -1162,13 +1169,19 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 		// counts (say, through a partition and its heal) needs none. Unless
 		// it lost the series and got it back: the other owner's total may
 		// hold counts that reached it only, of origins this one knew too.
+		if r.KnownFrom == o.cfg.Self && r.KnownFromIncarnation == o.cfg.SelfIncarnation && incarnation == st.incarnation {
+			st.told = max(st.told, r.KnownGlobal-r.KnownAcked)
+		}
 		if o.foreign(r.KnownFrom, r.KnownFromIncarnation) && (fresh || st.snapFrom != "" || w.regained) {
 			if st.snapFrom == "" {
 				w.snaps++
 			}
 			st.snapOthers, st.snapOwn = r.KnownGlobal-r.KnownAcked, r.KnownAcked
 			st.snapFrom, st.snapInc, st.snapRun = r.KnownFrom, r.KnownFromIncarnation, incarnation
-			st.snapHead = 0
+			st.snapHead, st.snapTold = 0, 0
+			if r.KnownFrom != o.cfg.Self && !w.regained && st.told > 0 && st.snapOthers >= st.told {
+				st.snapTold = st.told
+			}
 			if r.KnownFrom == o.cfg.Self {
 				w.prevRunKnown = true // a total an earlier run of this member answered
 				st.snapHead = r.KnownHead
@@ -1399,7 +1412,16 @@ func (w *ownerWindow) hidden() int64 {
 		if o.snapFrom == "" {
 			continue
 		}
-		h = max(h, o.snapOthers+o.snapHead-(part-o.part())-o.earlierPart())
+		e := o.snapOthers + o.snapHead - (part - o.part()) - o.earlierPart()
+		if o.snapTold > 0 {
+			// The other owner served the origin after this one had told it
+			// the others' counts, which it took over as a snapshot (a
+			// concurrent owner across a partition, or one that took the
+			// series for a while): those counts are in this owner's total
+			// already, and all but what the other owner added since are.
+			e = min(e, o.snapOthers-o.snapTold)
+		}
+		h = max(h, e)
 	}
 	return h
 }

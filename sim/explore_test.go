@@ -247,7 +247,11 @@ func TestExploreDeterministic(t *testing.T) {
 
 // exploreRatchet is, for the CI's run (500 scenarios from seed 1), the
 // number of lease's windows over all classes that may miss each design
-// target: what was measured plus 2% for noise, since the lan profile
+// target: what was measured plus 2% for noise, since an owner bounds
+// what a concurrent owner's total hides from it by what it had told the
+// origin that brings that total (counters.originState.told, 2026-11-29):
+// 421 windows over, 8,755 under and 12,290 wrongly denied of 80,298.
+// Before that, since the lan profile
 // models a small side of a cut noticing it late, as memberlist does
 // (Profile.Side, 2026-11-29): 421 windows over, 8,765 under and 12,314
 // wrongly denied of 80,298 (422, 8,562 and 12,161 before, against
@@ -282,7 +286,7 @@ func TestExploreDeterministic(t *testing.T) {
 // every change before. A change that misses more fails TestExploreMany;
 // one that misses fewer should lower these.
 var exploreRatchet = map[int][numTargets]int{
-	500: {TargetOvershoot: 430, TargetUndershootSafe: 8940, TargetWronglyDenied: 12560},
+	500: {TargetOvershoot: 430, TargetUndershootSafe: 8930, TargetWronglyDenied: 12535},
 }
 
 // TestExploreMany runs the explorer over -explore scenarios (none by
