@@ -459,7 +459,12 @@ type ownerWindow struct {
 	byName  map[string]*originState // origins by name, once there are more than originsScan
 	view    *windowView             // see aligned
 	counted int64                   // the origins' cumulative counts added up
-	snaps   int                     // how many origins have a predecessor's knowledge (snapFrom)
+	// snaps is how many origins have a predecessor's knowledge
+	// (snapFrom); nForeign how many reported holding a cap another owner
+	// granted in the window (hasForeign), and foreignCaps is the sum of
+	// the smallest such caps (foreignCap). Both counts are of origins,
+	// which are members: 32 bits, side by side in one word.
+	snaps, nForeign int32
 	// last is when this owner last had a report in the window (Unix ns);
 	// regained says it lost the series to another owner since a report and
 	// got it back (see lost); lastStray that the last report was stray.
@@ -481,11 +486,7 @@ type ownerWindow struct {
 	cutSide bool
 	// ghost is what earlier runs of the origins may have admitted after
 	// their last reports (unreported): not counted, reserved.
-	ghost int64
-	// nForeign is how many origins reported holding a cap another owner
-	// granted in the window (hasForeign), and foreignCaps the sum of the
-	// smallest such caps (foreignCap).
-	nForeign    int
+	ghost       int64
 	foreignCaps int64
 }
 
@@ -537,10 +538,13 @@ type originState struct {
 	snapFrom string
 	// told is the most this owner's run told the origin's run of the
 	// others' counts in the window (a total it answered less the
-	// origin's part of it), as the origin reported it back; snapTold is
-	// what it was when a snapshot from another owner was taken, if this
-	// owner had told the origin something before (see hidden).
-	told, snapTold int64
+	// origin's part of it) in an answer the origin applied: one it
+	// acknowledged (givenOthers, when the report's Ack is givenSeq), or
+	// one whose total it reported back; snapTold is what it was when a
+	// snapshot from another owner was taken, if this owner had told the
+	// origin something before (see hidden). givenOthers is the others'
+	// counts in the answer numbered givenSeq.
+	told, snapTold, givenOthers int64
 	// snapRun is the origin's incarnation when it reported that knowledge:
 	// its KnownAcked counts that run's admissions only.
 	snapRun uint64
@@ -1169,18 +1173,26 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 		// counts (say, through a partition and its heal) needs none. Unless
 		// it lost the series and got it back: the other owner's total may
 		// hold counts that reached it only, of origins this one knew too.
-		if r.KnownFrom == o.cfg.Self && r.KnownFromIncarnation == o.cfg.SelfIncarnation && incarnation == st.incarnation {
-			st.told = max(st.told, r.KnownGlobal-r.KnownAcked)
+		if incarnation == st.incarnation {
+			if r.KnownFrom == o.cfg.Self && r.KnownFromIncarnation == o.cfg.SelfIncarnation {
+				st.told = max(st.told, r.KnownGlobal-r.KnownAcked)
+			}
+			if c != nil && r.Ack != 0 && r.Ack == st.givenSeq {
+				st.told = max(st.told, st.givenOthers)
+			}
 		}
 		if o.foreign(r.KnownFrom, r.KnownFromIncarnation) && (fresh || st.snapFrom != "" || w.regained) {
+			hiddenBefore := w.hidden()
 			if st.snapFrom == "" {
 				w.snaps++
 			}
 			st.snapOthers, st.snapOwn = r.KnownGlobal-r.KnownAcked, r.KnownAcked
 			st.snapFrom, st.snapInc, st.snapRun = r.KnownFrom, r.KnownFromIncarnation, incarnation
 			st.snapHead, st.snapTold = 0, 0
-			if r.KnownFrom != o.cfg.Self && !w.regained && st.told > 0 && st.snapOthers >= st.told {
-				st.snapTold = st.told
+			if r.KnownFrom != o.cfg.Self && !w.regained && st.snapOthers >= st.told && st.told > hiddenBefore {
+				// What this owner told the origin held what its total
+				// held as hidden then, which this snapshot replaces.
+				st.snapTold = st.told - hiddenBefore
 			}
 			if r.KnownFrom == o.cfg.Self {
 				w.prevRunKnown = true // a total an earlier run of this member answered
@@ -1204,6 +1216,9 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 	}
 	global := w.total()
 	if !o.cfg.Lease {
+		if c != nil {
+			st.givenSeq, st.givenOthers = c.seq, global-r.Own // see told
+		}
 		return Answer{Global: global}
 	}
 	if stale || r.Stray {
@@ -1220,6 +1235,7 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 	st.given, st.hasGiven, st.carry = grant, true, st.total() > 0
 	if c != nil {
 		st.givenSeq = c.seq // the answer Hello numbered for this batch
+		st.givenOthers = global - r.Own
 		if first {
 			st.firstSeq = c.seq
 		}
@@ -1418,7 +1434,9 @@ func (w *ownerWindow) hidden() int64 {
 			// the others' counts, which it took over as a snapshot (a
 			// concurrent owner across a partition, or one that took the
 			// series for a while): those counts are in this owner's total
-			// already, and all but what the other owner added since are.
+			// already, counted or hidden, and all but what the other owner
+			// added since are (snapTold is what it told less what was
+			// hidden then, see report).
 			e = min(e, o.snapOthers-o.snapTold)
 		}
 		h = max(h, e)

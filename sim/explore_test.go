@@ -250,7 +250,7 @@ func TestExploreDeterministic(t *testing.T) {
 // target: what was measured plus 2% for noise, since an owner bounds
 // what a concurrent owner's total hides from it by what it had told the
 // origin that brings that total (counters.originState.told, 2026-11-29):
-// 421 windows over, 8,755 under and 12,290 wrongly denied of 80,298.
+// 421 windows over, 8,758 under and 12,302 wrongly denied of 80,298.
 // Before that, since the lan profile
 // models a small side of a cut noticing it late, as memberlist does
 // (Profile.Side, 2026-11-29): 421 windows over, 8,765 under and 12,314
