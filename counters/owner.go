@@ -1168,11 +1168,8 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 				}
 			}
 		}
-		// A predecessor's knowledge matters only for origins this owner had
-		// no history of in this window: an owner that kept its per-origin
-		// counts (say, through a partition and its heal) needs none. Unless
-		// it lost the series and got it back: the other owner's total may
-		// hold counts that reached it only, of origins this one knew too.
+		// What this owner told the origin of the others' counts, in an
+		// answer the origin applied (see told).
 		if incarnation == st.incarnation {
 			if r.KnownFrom == o.cfg.Self && r.KnownFromIncarnation == o.cfg.SelfIncarnation {
 				st.told = max(st.told, r.KnownGlobal-r.KnownAcked)
@@ -1181,6 +1178,11 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 				st.told = max(st.told, st.givenOthers)
 			}
 		}
+		// A predecessor's knowledge matters only for origins this owner had
+		// no history of in this window: an owner that kept its per-origin
+		// counts (say, through a partition and its heal) needs none. Unless
+		// it lost the series and got it back: the other owner's total may
+		// hold counts that reached it only, of origins this one knew too.
 		if o.foreign(r.KnownFrom, r.KnownFromIncarnation) && (fresh || st.snapFrom != "" || w.regained) {
 			hiddenBefore := w.hidden()
 			if st.snapFrom == "" {
