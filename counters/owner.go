@@ -513,7 +513,7 @@ type originState struct {
 	vpos        int32  // its place in its window's view, if it has one (see aligned)
 	held        int64  // cap the origin reported holding
 	given       int64  // cap the owner last granted
-	givenSeq    uint64 // the number of the answer that carried it (Hello)
+	givenSeq    uint64 // the number of the answer that carried it (Hello); without Lease, of the last answer
 	reportAck   uint64 // the Ack of the origin's last report of the window
 	firstSeq    uint64 // and of the first answer with a grant in this window
 	// foreignCap is the smallest cap granted by another owner that the
@@ -1184,14 +1184,23 @@ func (o *Owner) report(nowNs int64, origin string, incarnation uint64, c *contac
 		// it lost the series and got it back: the other owner's total may
 		// hold counts that reached it only, of origins this one knew too.
 		if o.foreign(r.KnownFrom, r.KnownFromIncarnation) && (fresh || st.snapFrom != "" || w.regained) {
-			hiddenBefore := w.hidden()
+			// A snapshot of another owner's total after this one told the
+			// origin something is bounded by it (see hidden); what this
+			// owner's total holds as hidden is read before the snapshot
+			// replaces the origin's last, and only then: it walks the
+			// window's origins.
+			bound := r.KnownFrom != o.cfg.Self && !w.regained && st.told > 0
+			var hiddenBefore int64
+			if bound {
+				hiddenBefore = w.hidden()
+			}
 			if st.snapFrom == "" {
 				w.snaps++
 			}
 			st.snapOthers, st.snapOwn = r.KnownGlobal-r.KnownAcked, r.KnownAcked
 			st.snapFrom, st.snapInc, st.snapRun = r.KnownFrom, r.KnownFromIncarnation, incarnation
 			st.snapHead, st.snapTold = 0, 0
-			if r.KnownFrom != o.cfg.Self && !w.regained && st.snapOthers >= st.told && st.told > hiddenBefore {
+			if bound && st.snapOthers >= st.told && st.told > hiddenBefore {
 				// What this owner told the origin held what its total
 				// held as hidden then, which this snapshot replaces.
 				st.snapTold = st.told - hiddenBefore

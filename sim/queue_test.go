@@ -20,10 +20,8 @@ func TestQueueOrder(t *testing.T) {
 		got = append(got, [2]int64{e.at, int64(e.gen)})
 	}
 	want := [][2]int64{{1, 1}, {1, 4}, {3, 3}, {5, 0}, {5, 2}, {5, 5}}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("order %v, want %v (by time, then scheduling order)", got, want)
-		}
+	if !slices.Equal(got, want) {
+		t.Fatalf("order %v, want %v (by time, then scheduling order)", got, want)
 	}
 }
 
