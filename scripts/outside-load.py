@@ -8,8 +8,9 @@ Start the nodes first, then run this against the file they print:
         --cut-at 14.3 --cut-for 14 --duration 50
 
 Three tenants (org-a, org-b, org-c) send PUT /v1/organizations/ORG/product/1
-at 8 requests a second each: 80% of the demo's put-product limit (100 per
-10 s), so every request should pass. The load starts at a 10 s boundary of
+at 8 requests a second each by default: 80% of the demo's put-product
+limit (100 per 10 s), so every request should pass (--load 2 sends twice
+the limit: each window should admit 100, at most 101). The load starts at a 10 s boundary of
 the Unix clock (where the nodes' windows begin) and runs for --duration
 seconds. --clients round-robin sends each tenant's requests to the nodes in
 turn; pinned sends tenant i to node i. At --cut-at seconds the script posts
@@ -28,7 +29,7 @@ import threading
 import time
 
 TENANTS = ["org-a", "org-b", "org-c"]
-RATE = 8.0  # requests a second per tenant
+LIMIT = 100  # put-product's threshold per PERIOD
 PERIOD = 10
 
 
@@ -40,10 +41,14 @@ def main():
     ap.add_argument("--cut-for", type=float, default=14.0)
     ap.add_argument("--partition", default="n1,n2|n3")
     ap.add_argument("--duration", type=float, default=50.0)
+    ap.add_argument("--load", type=float, default=0.8, help="each tenant's rate as a multiple of the limit (at most 4)")
     ap.add_argument("--print-denials", action="store_true")
     a = ap.parse_args()
     if not 0 < a.duration <= 300:
         sys.exit("outside-load: --duration must be in (0, 300]")
+    if not 0 < a.load <= 4:
+        sys.exit("outside-load: --load must be in (0, 4]")
+    rate = a.load * LIMIT / PERIOD
     hosts = []
     for line in open(a.nodes):
         f = line.split()
@@ -86,8 +91,8 @@ def main():
     for w in workers:
         w.start()
     t0 = math.ceil(time.time() / PERIOD) * PERIOD + PERIOD
-    plan = sorted((t0 + (i + k / len(TENANTS)) / RATE, k, t)
-                  for k, t in enumerate(TENANTS) for i in range(int(a.duration * RATE)))
+    plan = sorted((t0 + (i + k / len(TENANTS)) / rate, k, t)
+                  for k, t in enumerate(TENANTS) for i in range(int(a.duration * rate)))
     sent = {t: 0 for t in TENANTS}
     cut = a.cut_at < 0
     healed = cut
@@ -124,14 +129,17 @@ def main():
     offered = sum(w[0] for w in windows.values())
     denied = sum(w[2] for w in windows.values())
     print("requests %d, denied %d, failed %d" % (offered, denied, sum(w[0] - w[1] - w[2] for w in windows.values())))
-    worst = 0.0
+    worst, low, high = 0.0, None, None
     for (start, tenant), (o, ad, d) in sorted(windows.items()):
         complete = t0 <= start and start + PERIOD <= t0 + a.duration
         print("%s window %+.0f s: offered %d, admitted %d, denied %d%s" % (
             tenant, start - t0, o, ad, d, "" if complete else " (incomplete)"))
         if complete:
             worst = max(worst, d / o)
-    print("worst complete window: %.1f%% denied" % (100 * worst))
+            low = ad if low is None else min(low, ad)
+            high = ad if high is None else max(high, ad)
+    print("worst complete window: %.1f%% denied; admitted per complete window %s to %s (limit %d)" % (
+        100 * worst, low, high, LIMIT))
     if a.print_denials:
         for at, tenant, node, status in sorted(results):
             if status != 200:
