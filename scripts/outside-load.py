@@ -13,7 +13,9 @@ limit (100 per 10 s), so every request should pass (--load 2 sends twice
 the limit: each window should admit 100, at most 101). The load starts at a 10 s boundary of
 the Unix clock (where the nodes' windows begin) and runs for --duration
 seconds. --clients round-robin sends each tenant's requests to the nodes in
-turn; pinned sends tenant i to node i. At --cut-at seconds the script posts
+turn; pinned sends tenant i to node i; moving keeps each tenant on one node
+for --move-every seconds, then moves it to the next (tenant i starts on
+node i, and the tenants move at different moments). At --cut-at seconds the script posts
 the partition "n1,n2|n3" (--partition) to every node's /admin/partition,
 and --cut-for seconds later /admin/heal. At the end it prints, per tenant
 and 10 s window, the requests offered, admitted and denied (429), and the
@@ -36,7 +38,8 @@ PERIOD = 10
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("nodes", help="the lines 'node N http://127.0.0.1:PORT' that demo-cluster -no-load prints")
-    ap.add_argument("--clients", choices=["round-robin", "pinned"], default="round-robin")
+    ap.add_argument("--clients", choices=["round-robin", "pinned", "moving"], default="round-robin")
+    ap.add_argument("--move-every", type=float, default=1.7, help="with --clients moving: seconds a tenant stays on a node")
     ap.add_argument("--cut-at", type=float, default=14.3, help="seconds from the load's start; negative: no partition")
     ap.add_argument("--cut-for", type=float, default=14.0)
     ap.add_argument("--partition", default="n1,n2|n3")
@@ -48,6 +51,8 @@ def main():
         sys.exit("outside-load: --duration must be in (0, 300]")
     if not 0 < a.load <= 4:
         sys.exit("outside-load: --load must be in (0, 4]")
+    if a.move_every <= 0:
+        sys.exit("outside-load: --move-every must be positive")
     rate = a.load * LIMIT / PERIOD
     hosts = []
     for line in open(a.nodes):
@@ -110,7 +115,12 @@ def main():
             if now >= at:
                 break
             time.sleep(min(0.005, at - now))
-        node = sent[tenant] % len(hosts) if a.clients == "round-robin" else k % len(hosts)
+        if a.clients == "round-robin":
+            node = sent[tenant] % len(hosts)
+        elif a.clients == "moving":
+            node = (k + int((at - t0) / a.move_every + k / len(TENANTS))) % len(hosts)
+        else:
+            node = k % len(hosts)
         sent[tenant] += 1
         work.put((at, tenant, node))
     for _ in workers:
