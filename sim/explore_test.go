@@ -35,9 +35,11 @@ func TestGenerateScenarioCovers(t *testing.T) {
 		partitionCountByLines = 0
 	)
 	for i := range n {
-		g := &gen{r: newGenRand(1, i)}
+		// The odd ones as ExploreConfig.Turning draws them.
+		turning := i%2 == 1
+		g := &gen{r: newGenRand(1, i), turning: turning}
 		g.draw()
-		name, src := GenerateScenario(1, i)
+		name, src := generateScenario(1, i, turning)
 		if !bytes.Equal(src, g.text(name)) {
 			t.Fatalf("%s: GenerateScenario and the generator disagree", name)
 		}
@@ -101,6 +103,9 @@ func TestGenerateScenarioCovers(t *testing.T) {
 		for _, k := range prefixes {
 			if k > 1 {
 				seen["moving"]++
+			}
+			if k > 5 {
+				seen["moving every few seconds"]++
 			}
 		}
 		for _, f := range []string{"loss=", "dup=", "lognormal"} {
@@ -171,7 +176,7 @@ func TestGenerateScenarioCovers(t *testing.T) {
 	check("partitions last 0.1 .. 3 windows", slices.Min(spans) < 0.2 && slices.Max(spans) > 2, slices.Min(spans), slices.Max(spans))
 	for _, k := range []string{
 		"profile local", "profile lan", "balanced", "skewed", "fixed", "sliding", "two tiers",
-		"ramp", "burst", "even arrivals", "from/to", "moving",
+		"ramp", "burst", "even arrivals", "from/to", "moving", "moving every few seconds",
 		"spread even", "spread several", "spread pinned", "spread one hot",
 		"loss=", "dup=", "lognormal", "skew random", "skew member",
 		"partition", "isolate", "cut", "heal", "no heal", "crash", "crash owner", "crash for good", "restart", "leave", "join",

@@ -28,7 +28,8 @@ import (
 //	            (one rate for all) or skewed (a few hot tenants at 1.5x .. 3x,
 //	            the rest at 0.5x .. 1x); spread evenly over the instances,
 //	            pinned to one, mostly on one or a few, or moving between
-//	            instances; Poisson or even arrivals, bursts, ramps, streams
+//	            instances (2 .. 4 moves; with ExploreConfig.Turning, half
+//	            of them every 1 .. 6 s through 2 .. 5 members); Poisson or even arrivals, bursts, ramps, streams
 //	            that start or stop mid-run
 //	faults      0 .. 3 of: a partition of any split (1|N-1 up to halves;
 //	            two-way, isolate or one-way cut) starting at any moment and
@@ -45,8 +46,14 @@ import (
 // is the same whatever the number of scenarios explored. Its first line is
 // a comment that says how to run it again.
 func GenerateScenario(seed uint64, i int) (name string, src []byte) {
+	return generateScenario(seed, i, false)
+}
+
+// generateScenario is GenerateScenario, with half the moving groups moving
+// every few seconds when turning is set (ExploreConfig.Turning).
+func generateScenario(seed uint64, i int, turning bool) (name string, src []byte) {
 	name = fmt.Sprintf("explore-%d-%d", seed, i)
-	g := &gen{r: newGenRand(seed, i)}
+	g := &gen{r: newGenRand(seed, i), turning: turning}
 	g.draw()
 	return name, g.text(name)
 }
@@ -61,7 +68,8 @@ func newGenRand(seed uint64, i int) *rand.Rand {
 const ExploreRunSeed = 1
 
 type gen struct {
-	r *rand.Rand
+	r       *rand.Rand
+	turning bool // see generateScenario
 
 	n          int // initial instances
 	sync, dur  time.Duration
@@ -112,6 +120,10 @@ type genLine struct {
 	arrivals string
 	burst    float64 // 0: steady
 	from, to time.Duration
+	// weight of a line of a group that moves every few seconds (0 for
+	// any other): its share of the group's key reports, which every member
+	// the group turns through sends all along (see keyCost).
+	weight float64
 }
 
 type genMember struct {
@@ -320,6 +332,7 @@ func (g *gen) addLines(l genLine) {
 		}
 		slices.Sort(cuts)
 		cuts = append(cuts, end)
+		first := len(g.lines)
 		for j := 0; j < k; j++ {
 			if cuts[j+1] <= cuts[j] {
 				continue
@@ -331,6 +344,30 @@ func (g *gen) addLines(l genLine) {
 			}
 			m.spread = g.members[g.r.IntN(g.n)].name + ":100%"
 			g.lines = append(g.lines, m)
+		}
+		// With turning, half the moving groups move every 1 to 6 s
+		// instead, through 2 to 5 members in turn (a client whose
+		// connections are rebalanced often). Drawn from a generator of
+		// their own, seeded by what was drawn above, so that every other
+		// draw of the scenario stays as it was.
+		f := rand.New(rand.NewPCG(uint64(cuts[1])^uint64(k)<<56, uint64(first)))
+		if g.turning && f.IntN(2) == 0 {
+			g.lines = g.lines[:first]
+			every := time.Duration(10+f.IntN(51)) * 100 * time.Millisecond
+			turn := f.Perm(g.n)[:min(g.n, 2+f.IntN(4))]
+			for j, at := 0, start; at < end; j, at = j+1, at+every {
+				m := l
+				m.from, m.to = at, min(at+every, end)
+				if m.to == g.dur && l.to == 0 {
+					m.to = 0
+				}
+				m.spread = g.members[turn[j%len(turn)]].name + ":100%"
+				g.lines = append(g.lines, m)
+			}
+			w := min(1, float64(len(turn))/float64(len(g.lines)-first))
+			for j := first; j < len(g.lines); j++ {
+				g.lines[j].weight = w
+			}
 		}
 		return
 	}

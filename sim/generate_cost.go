@@ -101,7 +101,11 @@ func (g *gen) capCost() {
 func (g *gen) keyCost() float64 {
 	reports := 0.0
 	for _, l := range g.lines {
-		reports += float64(l.count*len(g.slas[l.sla].tiers)) * float64(g.senders(l))
+		r := float64(l.count*len(g.slas[l.sla].tiers)) * float64(g.senders(l))
+		if l.weight > 0 {
+			r *= l.weight
+		}
+		reports += r
 	}
 	return costPerKeyReport * reports * float64(g.n) * g.rounds()
 }

@@ -64,6 +64,7 @@ func run(args []string, stdout io.Writer) error {
 		explore      = fs.Int("explore", 0, "generate and run this many random scenarios from -seed and print their distribution")
 		exploreOut   = fs.String("explore-out", "", "with -explore: write the worst scenarios to DIR/NAME.txt instead of printing them")
 		exploreWorst = fs.Int("explore-worst", 3, "with -explore: how many of lease's worst scenarios to keep per metric")
+		turning      = fs.Bool("explore-turning", false, "with -explore: half the groups of tenants that move between instances move every 1 to 6 s, through 2 to 5 instances in turn, instead of 2 to 4 times in the run")
 		noSkew       = fs.Bool("explore-noskew", false, "with -explore: run the scenarios with their clocks in step (no skew line), to tell what clock skew adds")
 		median       = fs.Bool("explore-median", false, "with -explore: count every scenario's windows on its members' median clock, the one the engines enforce, instead of the simulator's (the measure median line), to tell the windows the cluster let over from a cluster clock off the simulator's")
 		explorePrint = fs.Int("explore-print", -1, "print the file of the explorer's scenario I of -seed, as -explore runs it (with -explore-noskew and -explore-median too), and exit")
@@ -94,14 +95,14 @@ func run(args []string, stdout io.Writer) error {
 	case *matrix:
 		return runMatrix(stdout, *name, policies, *seed, *stats)
 	case *explorePrint >= 0:
-		_, src := sim.ExploreConfig{Seed: *seed, NoSkew: *noSkew, MedianClock: *median}.Scenario(*explorePrint)
+		_, src := sim.ExploreConfig{Seed: *seed, NoSkew: *noSkew, MedianClock: *median, Turning: *turning}.Scenario(*explorePrint)
 		_, err := stdout.Write(src)
 		return err
 	case *explore != 0:
 		if *explore < 0 || *exploreWorst < 1 {
 			return errors.New("sim: -explore and -explore-worst must be positive")
 		}
-		return runExplore(stdout, sim.ExploreConfig{Seed: *seed, Scenarios: *explore, Policies: policies, Worst: *exploreWorst, NoSkew: *noSkew, MedianClock: *median}, *exploreOut, *stats)
+		return runExplore(stdout, sim.ExploreConfig{Seed: *seed, Scenarios: *explore, Policies: policies, Worst: *exploreWorst, NoSkew: *noSkew, MedianClock: *median, Turning: *turning}, *exploreOut, *stats)
 	}
 	var sc *sim.Scenario
 	switch {
