@@ -159,9 +159,9 @@ func (t *needTree) rank(v int64, i int) int64 {
 
 // waterFill is waterFill over the tree's needs: free split among its
 // members max-min fair by their needs, then what no one needs in equal
-// parts, the units left over one each in order of need then place; it
+// parts, the units left over one each as waterFill gives them; it
 // returns the part of the member at place ri, which must be in the tree.
-func (t *needTree) waterFill(free int64, ri int) int64 {
+func (t *needTree) waterFill(free int64, ri int, largest bool) int64 {
 	k, sum := t.count(t.root), t.sumOf(t.root)
 	v := t.nodes[ri].need
 	if sum <= free {
@@ -193,7 +193,14 @@ func (t *needTree) waterFill(free int64, ri int) int64 {
 		return v
 	}
 	rest := free - metSum - level*(k-met)
-	if t.rank(v, ri)-met < rest {
+	// r's turn among the needs above the level (v is one): those before
+	// it in order, or with largest those larger than v, then those equal
+	// to it at an earlier place.
+	turn := t.rank(v, ri) - met
+	if largest {
+		turn = k - t.rank(v+1, -1) + t.rank(v, ri) - t.rank(v, -1)
+	}
+	if turn < rest {
 		return level + 1
 	}
 	return level

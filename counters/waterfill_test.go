@@ -11,7 +11,7 @@ import (
 // increasing order (by need, then place), as waterFill computed it before
 // it stopped sorting: the reference TestWaterFillMatchesSortedWalk holds
 // waterFill to.
-func waterFillSorted(free int64, needs []int64, order []int, ri int) int64 {
+func waterFillSorted(free int64, needs []int64, order []int, ri int, largest bool) int64 {
 	// By need, then by place: the order a stable sort gives, from a
 	// faster one (order is ascending when it arrives).
 	slices.SortFunc(order, func(a, b int) int {
@@ -22,7 +22,8 @@ func waterFillSorted(free int64, needs []int64, order []int, ri int) int64 {
 	})
 	// Water-filling in increasing need: each origin gets its need or an
 	// equal part of what is left, whichever is smaller; the units left over
-	// from the division go one each, in that order.
+	// from the division go one each, in that order (with largest, to the
+	// largest needs first).
 	remaining, active := free, int64(len(order))
 	for j, i := range order {
 		part := remaining / active
@@ -31,11 +32,21 @@ func waterFillSorted(free int64, needs []int64, order []int, ri int) int64 {
 			active--
 			continue
 		}
-		// The water level: every origin from here on gets part.
+		// The water level: every origin from here on gets part, and the
+		// units left over go one each in order.
 		rest := remaining - part*active
-		for jj := j; jj < len(order); jj++ {
-			if order[jj] == ri {
-				if int64(jj-j) < rest {
+		above := slices.Clone(order[j:])
+		if largest {
+			slices.SortFunc(above, func(a, b int) int {
+				if c := cmp.Compare(needs[b], needs[a]); c != 0 {
+					return c
+				}
+				return cmp.Compare(a, b)
+			})
+		}
+		for jj, i := range above {
+			if i == ri {
+				if int64(jj) < rest {
 					return part + 1
 				}
 				return part
@@ -85,8 +96,9 @@ func TestWaterFillMatchesSortedWalk(t *testing.T) {
 		free := rng.Int64N(span * int64(k))
 		var total int64
 		for _, ri := range order {
-			got := waterFill(free, needs, slices.Clone(order), ri)
-			want := waterFillSorted(free, needs, slices.Clone(order), ri)
+			largest := c%2 == 1
+			got := waterFill(free, needs, slices.Clone(order), ri, largest)
+			want := waterFillSorted(free, needs, slices.Clone(order), ri, largest)
 			if got != want {
 				t.Fatalf("case %d: free %d needs %v: origin %d gets %d, the sorted walk %d", c, free, needs, ri, got, want)
 			}
@@ -135,7 +147,8 @@ func TestNeedTreeMatchesWaterFill(t *testing.T) {
 			}
 			free := rng.Int64N(min(span, 1<<20) * int64(n+1))
 			for _, ri := range order {
-				got, want := tree.waterFill(free, ri), waterFill(free, needs, slices.Clone(order), ri)
+				largest := step%2 == 1
+				got, want := tree.waterFill(free, ri, largest), waterFill(free, needs, slices.Clone(order), ri, largest)
 				if got != want {
 					t.Fatalf("case %d step %d: free %d needs %v (in %v): member %d gets %d from the tree, %d from waterFill", c, step, free, needs, in, ri, got, want)
 				}

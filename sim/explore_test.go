@@ -252,7 +252,11 @@ func TestExploreDeterministic(t *testing.T) {
 
 // exploreRatchet is, for the CI's run (500 scenarios from seed 1), the
 // number of lease's windows over all classes that may miss each design
-// target: what was measured plus 2% for noise, since an owner bounds
+// target: what was measured plus 2% for noise, since owners give the
+// units a water level leaves over in a window's last two intervals to the
+// largest needs first (counters.LargestFirstIntervals, 2026-11-30): 425
+// windows over, 8,398 under and 12,034 wrongly denied of 80,298. Before
+// that, since an owner bounds
 // what a concurrent owner's total hides from it by what it had told the
 // origin that brings that total (counters.originState.told, 2026-11-29):
 // 421 windows over, 8,758 under and 12,302 wrongly denied of 80,298.
@@ -291,7 +295,7 @@ func TestExploreDeterministic(t *testing.T) {
 // every change before. A change that misses more fails TestExploreMany;
 // one that misses fewer should lower these.
 var exploreRatchet = map[int][numTargets]int{
-	500: {TargetOvershoot: 430, TargetUndershootSafe: 8930, TargetWronglyDenied: 12535},
+	500: {TargetOvershoot: 434, TargetUndershootSafe: 8566, TargetWronglyDenied: 12275},
 }
 
 // TestExploreMany runs the explorer over -explore scenarios (none by
