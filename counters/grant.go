@@ -1348,9 +1348,10 @@ func (b *sideBound) cut(threshold int64, members int) int64 {
 // became 8,398 and the windows wrongly denying more than 1% 12,302 became
 // 12,034; in every grant, 8,037 and 11,619, but five golden scenarios
 // lost (cut-then-join 1% -> 4.3% under, short-tier-lossy's 1 s tier with a
-// 1 s sync 11.6% -> 18.2%); in windows of fewer than four intervals (where
-// the last two are half the window or more) the smallest need first keeps
-// those.
+// 1 s sync 11.6% -> 18.2%). So a window of fewer than four intervals, whose
+// last two are half of it or more, keeps the smallest needs first
+// throughout: short-tier-lossy lost 1,253 -> 1,371 requests over seeds
+// 1-5 without that exception.
 const LargestFirstIntervals = 2
 
 // NeedHorizon is how many sync intervals ahead (at most) an owner projects

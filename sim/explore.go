@@ -47,9 +47,9 @@ type ExploreConfig struct {
 	// Turning makes half the groups of tenants that move between members
 	// move every 1 to 6 s, through 2 to 5 members in turn, instead of 2 to
 	// 4 times in the run (sim/testdata/moving-cut-80 is one such group
-	// through a cut). It changes only the scenarios with a moving group
-	// (43 of seed 1's 500); without it, scenario i of a seed is the same
-	// as it always was.
+	// through a cut). It changes only scenarios with a moving group, about
+	// half of those (43 of seed 1's 500); without it, scenario i of a seed
+	// is the same as it always was.
 	Turning bool
 }
 
