@@ -208,8 +208,8 @@ func (o *Owner) grant(now int64, key Key, w *ownerWindow, r *originState) (g, sp
 	} else {
 		unallocated := spare - spare*sums.needy/max(sums.needy, int64(gc.n))
 		iv := int64(o.cfg.Interval)
-		o.scratch.largest = gc.left <= LargestFirstIntervals*iv && period >= 2*LargestFirstIntervals*iv
-		fair := o.scratch.fairShare(free-unallocated, ri, gc.soon, float64(gc.left))
+		largest := gc.left <= LargestFirstIntervals*iv && period >= 2*LargestFirstIntervals*iv
+		fair := o.scratch.fairShare(free-unallocated, ri, gc.soon, float64(gc.left), largest)
 		allowed := max(min(fair, free-sums.out), 0)
 		g += allowed
 		r.hadShare = r.hadShare || allowed > 0
@@ -1411,8 +1411,8 @@ func need(s *originState, d float64) int64 {
 // equally among the origins with demand. Integer units: the parts add up
 // to free exactly, or to less when no origin has demand. It water-fills at
 // most twice, each in a few O(k) passes for k members with demand (see
-// waterFill).
-func fairShare(free int64, ri int, soon, left float64, sc *grantScratch) int64 {
+// waterFill, which largest is passed to).
+func fairShare(free int64, ri int, soon, left float64, largest bool, sc *grantScratch) int64 {
 	needs, order := sc.needs, sc.order[:0]
 	defer func() { sc.order = order[:0] }()
 	if free <= 0 || needs[ri] <= 0 {
@@ -1426,13 +1426,13 @@ func fairShare(free int64, ri int, soon, left float64, sc *grantScratch) int64 {
 		}
 	}
 	if sum >= free || left <= soon {
-		return waterFill(free, needs, order, ri, sc.largest)
+		return waterFill(free, needs, order, ri, largest)
 	}
 	first := needs[ri]
 	for _, i := range order {
 		needs[i] = max(0, sc.left[i]-needs[i])
 	}
-	return first + waterFill(free-sum, needs, order, ri, sc.largest)
+	return first + waterFill(free-sum, needs, order, ri, largest)
 }
 
 // waterFill splits free among the origins in order (those with demand, in
@@ -1442,7 +1442,7 @@ func fairShare(free int64, ri int, soon, left float64, sc *grantScratch) int64 {
 // what is left over equally among those whose need is above it; the units
 // left over from the division go one each to those origins in order of
 // need, then place, or with largest the largest needs first (see
-// grantScratch.largest). When every need is met, the units left over go in
+// LargestFirstIntervals). When every need is met, the units left over go in
 // ascending order of need. Without sorting (see waterLevel); r's turn for
 // a left-over unit is a count.
 func waterFill(free int64, needs []int64, order []int, ri int, largest bool) int64 {
@@ -1474,8 +1474,11 @@ func waterFill(free int64, needs []int64, order []int, ri int, largest bool) int
 	}
 	rest := free - f.metSum - f.level*(k-f.met)
 	var turn int64
+	if largest {
+		before = func(a, b int) bool { return needs[a] > needs[b] || needs[a] == needs[b] && a < b }
+	}
 	for _, i := range order {
-		if needs[i] > f.level && (largest && (needs[i] > needs[ri] || needs[i] == needs[ri] && i < ri) || !largest && before(i, ri)) {
+		if needs[i] > f.level && before(i, ri) {
 			turn++
 		}
 	}
@@ -1578,15 +1581,11 @@ func waterLevel(free int64, needs []int64, order []int) fill {
 // grantScratch is the slices a grant works in, kept by the owner (under
 // its lock) from one grant to the next so that a grant allocates nothing.
 type grantScratch struct {
-	gc grantContext
-	// largest gives the units a water level leaves over to the largest
-	// needs first (waterFill): set for a grant in a window's last
-	// LargestFirstIntervals sync intervals (see there).
-	largest bool
-	needs   []int64 // by place: needs over the next soon ns (see reach)
-	left    []int64 // and over the rest of the window
-	holds   []int64 // what each holds beyond its estimate and an interval's demand
-	order   []int
+	gc    grantContext
+	needs []int64 // by place: needs over the next soon ns (see reach)
+	left  []int64 // and over the rest of the window
+	holds []int64 // what each holds beyond its estimate and an interval's demand
+	order []int
 	// movedAt lists the places of the members whose traffic seems to have
 	// moved away (see moved), r's included.
 	movedAt []int
@@ -1645,10 +1644,10 @@ func (sc *grantScratch) unkeep() {
 
 // fairShare is fairShare over the kept trees while the needs are kept
 // there (lay not called), else over sc's slices.
-func (sc *grantScratch) fairShare(free int64, ri int, soon, left float64) int64 {
+func (sc *grantScratch) fairShare(free int64, ri int, soon, left float64, largest bool) int64 {
 	sl := sc.kept
 	if sl == nil {
-		return fairShare(free, ri, soon, left, sc)
+		return fairShare(free, ri, soon, left, largest, sc)
 	}
 	if !sl.treesOK {
 		sl.buildTrees()
@@ -1661,9 +1660,9 @@ func (sc *grantScratch) fairShare(free int64, ri int, soon, left float64) int64 
 	}
 	sum := sl.soonTree.sumOf(sl.soonTree.root)
 	if sum >= free || left <= soon {
-		return sl.soonTree.waterFill(free, ri, sc.largest)
+		return sl.soonTree.waterFill(free, ri, largest)
 	}
-	return v + sl.leftTree.waterFill(free-sum, ri, sc.largest)
+	return v + sl.leftTree.waterFill(free-sum, ri, largest)
 }
 
 // StoppedDemandFactor is how many times its measured demand a member

@@ -459,7 +459,7 @@ func TestFairShareIsExact(t *testing.T) {
 			for _, s := range os {
 				sc.needs, sc.left = append(sc.needs, need(s, 1)), append(sc.left, need(s, 1))
 			}
-			got := fairShare(tc.free, i, 1, 1, sc)
+			got := fairShare(tc.free, i, 1, 1, false, sc)
 			sum += got
 			if got != tc.want[i] {
 				t.Errorf("fairShare(%d, %v)[%d] = %d, want %d", tc.free, tc.rates, i, got, tc.want[i])

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Moving clients through a cut that begins mid-window, swept in the simulator.
 
-    python3 scripts/moving-cut-sweep.py            # the whole sweep, about a minute
+    python3 scripts/moving-cut-sweep.py            # the whole sweep, about ten seconds
     python3 scripts/moving-cut-sweep.py --print 3 1.7 14.3   # one scenario file
 
 Each scenario is sim/testdata/moving-cut-80's shape: three tenants at 80%

@@ -29,8 +29,9 @@ import (
 //	            the rest at 0.5x .. 1x); spread evenly over the instances,
 //	            pinned to one, mostly on one or a few, or moving between
 //	            instances (2 .. 4 moves; with ExploreConfig.Turning, half
-//	            of them every 1 .. 6 s through 2 .. 5 members); Poisson or even arrivals, bursts, ramps, streams
-//	            that start or stop mid-run
+//	            of them every 1 .. 6 s through 2 .. 5 members); Poisson or
+//	            even arrivals, bursts, ramps, streams that start or stop
+//	            mid-run
 //	faults      0 .. 3 of: a partition of any split (1|N-1 up to halves;
 //	            two-way, isolate or one-way cut) starting at any moment and
 //	            lasting 0.1 .. 3 longest periods, healed or not; a crash
